@@ -1,0 +1,84 @@
+"""What the training runner needs from an algorithm."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlsweep.config import TrainConfig
+from rlsweep.timing import PhaseTimer
+from rlsweep.toggles.base import Runtime
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Raised when a loss becomes NaN/inf: the job stops instead of silently diverging."""
+
+
+class Algorithm(ABC):
+    """One RL algorithm. The runner calls :meth:`iteration` until the budget is spent.
+
+    An iteration collects a fixed number of env steps and performs the updates that belong to
+    them; its size is fixed so steady-state iterations are comparable.
+    """
+
+    name: ClassVar[str]
+    #: gymnasium action-space classes the algorithm can drive
+    action_spaces: ClassVar[tuple[type[gym.Space], ...]]
+
+    def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
+        self.cfg = cfg
+        self.envs = envs
+        self.rt = rt
+        self.timer = timer
+        self.device = rt.device
+        self.env_steps = 0
+        self.updates = 0
+        self.episodes: list[tuple[float, int, int]] = []  # (return, length, env_steps at end)
+
+    @property
+    @abstractmethod
+    def iteration_env_steps(self) -> int:
+        """Env steps (over all envs) one iteration collects."""
+
+    def num_iterations(self, total_env_steps: int) -> int:
+        return max(1, total_env_steps // self.iteration_env_steps)
+
+    @abstractmethod
+    def iteration(self) -> dict[str, float]:
+        """Collect ``iteration_env_steps`` steps and update; return scalar training metrics.
+
+        The metrics include ``updated`` (1.0 when the iteration made gradient steps).
+        """
+
+    @abstractmethod
+    def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy / mean action for evaluation."""
+
+    @abstractmethod
+    def modules(self) -> dict[str, torch.nn.Module]:
+        """Named networks (for checkpoints and parameter comparisons)."""
+
+    @abstractmethod
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Named optimizers (for checkpoints)."""
+
+    def extra_state(self) -> dict[str, Any]:
+        """Algorithm-specific state beyond modules and optimizers (buffers, schedules)."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
+
+    def _record_episodes(self, finished: list[tuple[float, int]]) -> None:
+        for ret, length in finished:
+            self.episodes.append((ret, length, self.env_steps))
+
+
+def check_finite(loss: torch.Tensor, update: int) -> None:
+    """One host sync per call: use once per iteration on the accumulated losses."""
+    if not bool(torch.isfinite(loss).all()):
+        raise NonFiniteLossError(f"non-finite loss at update {update}")

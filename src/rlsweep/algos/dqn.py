@@ -1,0 +1,194 @@
+"""DQN: epsilon-greedy Q-learning from a replay buffer, with a target network and Huber loss.
+
+Where the toggles act:
+- the greedy forward (``self._act``, compiled as "act") runs on an eval-mode Q-network: a twin
+  or the original switched with ``.eval()``/``.train()`` (``twin_modules``);
+- replay samples live on the host and are copied to the device per gradient step
+  (``pin_memory``/``non_blocking``); actions come back device->host;
+- the whole gradient step (target, loss, backward, clip, optimizer step) is compiled ("update");
+- the target-network update is a Polyak/lerp update, in place or out of place (``inplace``),
+  as are the ReLUs.
+
+Semantics follow Stable-Baselines3 so its hyper-parameters mean the same here: every
+``train_freq`` env steps, ``gradient_steps`` gradient steps; the target network is updated
+every ``target_update_interval`` env steps; epsilon decays linearly over
+``exploration_fraction`` of the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlsweep.algos.base import Algorithm, check_finite
+from rlsweep.buffers import ReplayBuffer
+from rlsweep.config import DQNConfig, TrainConfig
+from rlsweep.envs import finished_episodes
+from rlsweep.nets import mlp
+from rlsweep.timing import PhaseTimer
+from rlsweep.toggles.base import Runtime
+
+
+class DQN(Algorithm):
+    name = "dqn"
+    action_spaces = (gym.spaces.Discrete,)
+
+    def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
+        super().__init__(cfg, envs, rt, timer)
+        a: DQNConfig = cfg.algo  # type: ignore[assignment]
+        self.a = a
+        obs_space = envs.single_observation_space
+        self.obs_dim = int(np.prod(obs_space.shape))
+        self.n_actions = int(envs.single_action_space.n)
+        dev = self.device
+        self.q = mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation).to(dev)
+        self.q_target = mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation).to(dev)
+        self.q_target.load_state_dict(self.q.state_dict())
+        self.q_target.requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=a.lr)
+        self.scaler = rt.grad_scaler()
+
+        self.acting = rt.acting_modules(self.q)
+        self.act_fn = rt.compile(self._act, "act")
+        self.update_fn = rt.compile(self._update_step, "update")
+
+        self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.next_obs, _ = envs.reset(seed=cfg.seed)
+        self.total_env_steps = cfg.total_env_steps
+        self._target_every = max(1, a.target_update_interval // a.num_envs)
+        self._vector_steps = 0
+
+    @property
+    def iteration_env_steps(self) -> int:
+        return max(1, self.a.train_freq // self.a.num_envs) * self.a.num_envs
+
+    def epsilon(self) -> float:
+        a = self.a
+        span = max(1.0, a.exploration_fraction * self.total_env_steps)
+        frac = min(1.0, self.env_steps / span)
+        return a.start_eps + frac * (a.end_eps - a.start_eps)
+
+    # -- acting --------------------------------------------------------------------------------
+    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        (q,) = self.acting.modules
+        with self.rt.autocast():
+            return q(obs).argmax(-1)
+
+    def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).argmax(-1).cpu().numpy()
+
+    # -- one iteration -------------------------------------------------------------------------------
+    def iteration(self) -> dict[str, float]:
+        a, rt, timer, envs = self.a, self.rt, self.timer, self.envs
+        next_obs = self.next_obs
+        for _ in range(self.iteration_env_steps // a.num_envs):
+            eps = self.epsilon()
+            explore = self.rng.random(a.num_envs) < eps
+            if explore.all():  # no forward needed: every env takes a random action
+                actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
+            else:
+                t = timer.start()
+                obs_t = rt.h2d(next_obs, torch.float32)
+                timer.stop("h2d", t)
+                t = timer.start()
+                with torch.no_grad(), self.acting:
+                    greedy = self.act_fn(obs_t)
+                timer.stop("act", t)
+                t = timer.start()
+                greedy_np = rt.d2h(greedy)
+                timer.stop("d2h", t)
+                random_actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
+                actions = np.where(explore, random_actions, greedy_np)
+
+            t = timer.start()
+            obs_after, reward, terminated, truncated, info = envs.step(actions)
+            timer.stop("env_step", t)
+
+            real_next = obs_after.copy()
+            for i in np.flatnonzero(terminated | truncated):
+                real_next[i] = info["final_obs"][i]
+            self.buffer.add(next_obs, actions, reward, real_next, terminated)
+            next_obs = obs_after
+            self.env_steps += a.num_envs
+            self._vector_steps += 1
+            if self._vector_steps % self._target_every == 0:
+                rt.polyak_update(self.q_target.parameters(), self.q.parameters(), a.tau)
+            self._record_episodes(finished_episodes(info))
+        self.next_obs = next_obs
+
+        if self.env_steps < a.learning_starts or len(self.buffer) < a.batch_size:
+            return {"epsilon": self.epsilon(), "updated": 0.0}
+        losses = []
+        for _ in range(a.gradient_steps):
+            batch = self.buffer.sample(a.batch_size)
+            t = timer.start()
+            obs = rt.h2d(batch["obs"], torch.float32)
+            actions = rt.h2d(batch["actions"])
+            rewards = rt.h2d(batch["rewards"])
+            next_obs_b = rt.h2d(batch["next_obs"], torch.float32)
+            terminated = rt.h2d(batch["terminated"])
+            timer.stop("h2d", t)
+            t = timer.start()
+            losses.append(self.update_fn(obs, actions, rewards, next_obs_b, terminated))
+            timer.stop("update", t)
+            self.updates += 1
+        loss = torch.stack(losses)
+        check_finite(loss, self.updates)
+        return {"loss": float(loss.mean()), "epsilon": self.epsilon(), "updated": 1.0}
+
+    def _update_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> torch.Tensor:
+        a = self.a
+        with torch.no_grad(), self.rt.autocast():
+            next_q_target = self.q_target(next_obs).float()
+            if a.double_q:
+                best = self.q(next_obs).argmax(-1, keepdim=True)
+                next_q = next_q_target.gather(-1, best).squeeze(-1)
+            else:
+                next_q = next_q_target.max(-1).values
+            target = rewards + a.gamma * (1.0 - terminated) * next_q
+        with self.rt.autocast():
+            q = self.q(obs).float().gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        loss = nn.functional.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
+            self.optimizer.step()
+        return loss.detach()
+
+    # -- state -----------------------------------------------------------------------------------------
+    def modules(self) -> dict[str, nn.Module]:
+        return {"q": self.q, "q_target": self.q_target}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"optimizer": self.optimizer}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state,
+                "next_obs": self.next_obs, "vector_steps": self._vector_steps}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.buffer.load_state_dict(state["buffer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.next_obs = state["next_obs"]
+        self._vector_steps = state["vector_steps"]
+

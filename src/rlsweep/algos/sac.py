@@ -1,0 +1,236 @@
+"""SAC: tanh-squashed Gaussian actor, twin Q critics with Polyak targets, learned temperature.
+
+Where the toggles act:
+- the acting forward (``self._act``, compiled as "act") runs on an eval-mode actor: a twin or
+  the original switched with ``.eval()``/``.train()`` (``twin_modules``);
+- replay samples live on the host and are copied to the device per gradient step
+  (``pin_memory``/``non_blocking``); actions come back device->host;
+- one gradient step (critic, actor and temperature losses, backward passes, optimizer steps)
+  is one compiled function ("update");
+- the target critics' Polyak update and the ReLUs are in place or not (``inplace``).
+
+Gaussian noise is drawn eagerly and passed into the compiled functions, so compiled and eager
+runs use the same random numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlsweep.algos.base import Algorithm, check_finite
+from rlsweep.buffers import ReplayBuffer
+from rlsweep.config import SACConfig, TrainConfig
+from rlsweep.envs import finished_episodes
+from rlsweep.nets import mlp
+from rlsweep.timing import PhaseTimer
+from rlsweep.toggles.base import Runtime
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class Actor(nn.Module):
+    def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig, rt: Runtime, low: np.ndarray, high: np.ndarray) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, cfg.hidden_sizes, 2 * act_dim, rt, cfg.activation)
+        self.register_buffer("scale", torch.as_tensor((high - low) / 2.0, dtype=torch.float32))
+        self.register_buffer("bias", torch.as_tensor((high + low) / 2.0, dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample with the given standard-normal ``noise``; (action, log_prob)."""
+        mean, log_std = self.net(obs).float().chunk(2, dim=-1)
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1)
+        std = log_std.exp()
+        x = mean + std * noise
+        y = torch.tanh(x)
+        log_prob = -0.5 * noise.pow(2) - log_std - 0.5 * np.log(2 * np.pi)
+        log_prob = log_prob - torch.log(self.scale * (1 - y.pow(2)) + 1e-6)
+        return y * self.scale + self.bias, log_prob.sum(-1)
+
+    def mean_action(self, obs: torch.Tensor) -> torch.Tensor:
+        mean, _ = self.net(obs).float().chunk(2, dim=-1)
+        return torch.tanh(mean) * self.scale + self.bias
+
+
+class QNetwork(nn.Module):
+    def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig, rt: Runtime) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim + act_dim, cfg.hidden_sizes, 1, rt, cfg.activation)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([obs, action], dim=-1)).float().squeeze(-1)
+
+
+class SAC(Algorithm):
+    name = "sac"
+    action_spaces = (gym.spaces.Box,)
+
+    def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
+        super().__init__(cfg, envs, rt, timer)
+        a: SACConfig = cfg.algo  # type: ignore[assignment]
+        self.a = a
+        obs_space, act_space = envs.single_observation_space, envs.single_action_space
+        self.obs_dim = int(np.prod(obs_space.shape))
+        self.act_dim = int(np.prod(act_space.shape))
+        self.low, self.high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
+        dev = self.device
+        self.actor = Actor(self.obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
+        self.q1, self.q2 = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        self.q1_target, self.q2_target = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        self.q1_target.load_state_dict(self.q1.state_dict())
+        self.q2_target.load_state_dict(self.q2.state_dict())
+        self.q1_target.requires_grad_(False)
+        self.q2_target.requires_grad_(False)
+        self.critic_params = [*self.q1.parameters(), *self.q2.parameters()]
+        self.target_params = [*self.q1_target.parameters(), *self.q2_target.parameters()]
+        self.critic_opt = torch.optim.Adam(self.critic_params, lr=a.lr)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=a.lr)
+        self.target_entropy = -float(self.act_dim)
+        self.log_alpha = torch.tensor(float(np.log(a.alpha)), device=dev, requires_grad=a.autotune_alpha)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=a.lr)
+
+        self.acting = rt.acting_modules(self.actor)
+        self.act_fn = rt.compile(self._act, "act")
+        self.update_fn = rt.compile(self._update_step, "update")
+
+        self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, act_space.shape, np.float32, seed=cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.next_obs, _ = envs.reset(seed=cfg.seed)
+
+    @property
+    def iteration_env_steps(self) -> int:
+        return max(1, self.a.steps_per_iteration // self.a.num_envs) * self.a.num_envs
+
+    # -- acting --------------------------------------------------------------------------------
+    def _act(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        (actor,) = self.acting.modules
+        with self.rt.autocast():
+            action, _ = actor(obs, noise)
+        return action
+
+    def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return self.actor.mean_action(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).cpu().numpy()
+
+    # -- one iteration ----------------------------------------------------------------------------
+    def iteration(self) -> dict[str, float]:
+        a, rt, timer, envs = self.a, self.rt, self.timer, self.envs
+        next_obs = self.next_obs
+        n_steps = self.iteration_env_steps // a.num_envs
+        losses: list[torch.Tensor] = []
+        for _ in range(n_steps):
+            if self.env_steps < a.learning_starts:
+                actions = self.rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim)).astype(np.float32)
+            else:
+                noise = torch.randn((a.num_envs, self.act_dim), device=self.device)
+                t = timer.start()
+                obs_t = rt.h2d(next_obs, torch.float32)
+                timer.stop("h2d", t)
+                t = timer.start()
+                with torch.no_grad(), self.acting:
+                    action = self.act_fn(obs_t, noise)
+                timer.stop("act", t)
+                t = timer.start()
+                actions = rt.d2h(action)
+                timer.stop("d2h", t)
+
+            t = timer.start()
+            obs_after, reward, terminated, truncated, info = envs.step(actions)
+            timer.stop("env_step", t)
+            real_next = obs_after.copy()
+            for i in np.flatnonzero(terminated | truncated):
+                real_next[i] = info["final_obs"][i]
+            self.buffer.add(next_obs, actions, reward, real_next, terminated)
+            next_obs = obs_after
+            self.env_steps += a.num_envs
+            self._record_episodes(finished_episodes(info))
+
+            if self.env_steps >= a.learning_starts:
+                for _ in range(a.gradient_steps):
+                    losses.append(self._gradient_step())
+        self.next_obs = next_obs
+        if not losses:
+            return {"updated": 0.0}
+        stats = torch.stack(losses)
+        check_finite(stats[:, :2], self.updates)
+        mean = stats.mean(0).tolist()
+        return {"critic_loss": mean[0], "actor_loss": mean[1], "alpha": mean[2], "updated": 1.0}
+
+    def _gradient_step(self) -> torch.Tensor:
+        a, rt, timer = self.a, self.rt, self.timer
+        batch = self.buffer.sample(a.batch_size)
+        noise = torch.randn((2, a.batch_size, self.act_dim), device=self.device)
+        t = timer.start()
+        obs = rt.h2d(batch["obs"])
+        actions = rt.h2d(batch["actions"])
+        rewards = rt.h2d(batch["rewards"])
+        next_obs = rt.h2d(batch["next_obs"])
+        terminated = rt.h2d(batch["terminated"])
+        timer.stop("h2d", t)
+        t = timer.start()
+        stats = self.update_fn(obs, actions, rewards, next_obs, terminated, noise)
+        rt.polyak_update(self.target_params, self.critic_params, a.tau)
+        timer.stop("update", t)
+        self.updates += 1
+        return stats
+
+    def _update_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> torch.Tensor:
+        a, rt = self.a, self.rt
+        alpha = self.log_alpha.detach().exp()
+        with torch.no_grad(), rt.autocast():
+            next_actions, next_logp = self.actor(next_obs, noise[0])
+            q_next = torch.min(self.q1_target(next_obs, next_actions), self.q2_target(next_obs, next_actions))
+            target = rewards + a.gamma * (1.0 - terminated) * (q_next - alpha * next_logp)
+        with rt.autocast():
+            critic_loss = nn.functional.mse_loss(self.q1(obs, actions), target) + nn.functional.mse_loss(
+                self.q2(obs, actions), target
+            )
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        with rt.autocast():
+            pi_actions, logp = self.actor(obs, noise[1])
+            q_pi = torch.min(self.q1(obs, pi_actions), self.q2(obs, pi_actions))
+            actor_loss = (alpha * logp - q_pi).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+
+        if a.autotune_alpha:
+            alpha_loss = (-self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_opt.step()
+        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha])
+
+    # -- state ---------------------------------------------------------------------------------------
+    def modules(self) -> dict[str, nn.Module]:
+        return {"actor": self.actor, "q1": self.q1, "q2": self.q2, "q1_target": self.q1_target,
+                "q2_target": self.q2_target}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"actor_opt": self.actor_opt, "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state,
+                "next_obs": self.next_obs, "log_alpha": self.log_alpha.detach().clone()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.buffer.load_state_dict(state["buffer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.next_obs = state["next_obs"]
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])

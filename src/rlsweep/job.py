@@ -1,0 +1,182 @@
+"""The Hydra task: one job = validate, train, write ``result.json`` atomically, report to W&B.
+
+Whatever happens inside training, the job's folder gets a result record (``ok``, ``failed`` with
+the traceback, or ``interrupted``) and the W&B run is finished (as failed when the job failed).
+Exceptions are re-raised afterwards so the launcher, and the sweep's exit code, see the failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlsweep.config import TrainConfig, to_object
+from rlsweep.results import fingerprint, write_result
+from rlsweep.runner import resolve_device, train
+from rlsweep.toggles import TOGGLES
+from rlsweep.tracking import Tracker, flatten, stable_run_id
+from rlsweep.validate import ConfigError, validate
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job_info() -> dict[str, Any]:
+    """Where this job runs: its folder, the sweep, and its Slurm ids when under Slurm."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    multirun = str(hc.mode) == "RunMode.MULTIRUN"
+    return {
+        "num": int(hc.job.num) if multirun else None,
+        "output_dir": hc.runtime.output_dir,
+        "sweep_dir": str(Path(hc.sweep.dir).resolve()) if multirun else None,
+        "overrides": list(hc.overrides.task),
+        "slurm_job_id": os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID"),
+        "slurm_array_index": os.environ.get("SLURM_ARRAY_TASK_ID"),
+        "launcher": str(OmegaConf.select(hc.launcher, "_target_", default="")).rsplit(".", 1)[-1] or "basic",
+    }
+
+
+def run_name(cfg: TrainConfig) -> str:
+    """A short name from the algorithm, env, the toggles that are on, and the seed."""
+    parts = [cfg.algo.name, cfg.env.id]
+    if cfg.compile.mode != "none":
+        parts.append(f"compile={cfg.compile.mode}")
+    if cfg.dtype.name != "float32":
+        parts.append(cfg.dtype.name)
+    parts += [name for name in ("pin_memory", "non_blocking", "twin_modules", "inplace") if getattr(cfg, name)]
+    parts.append(f"s{cfg.seed}")
+    return "-".join(parts)
+
+
+def toggle_tags(cfg: TrainConfig) -> list[str]:
+    values = {t.name: t().value(cfg) for t in TOGGLES if t.name != "backend"}
+    return [cfg.algo.name, cfg.env.id, *(f"{k}:{v}" for k, v in values.items()), *cfg.logger.tags]
+
+
+def train_job(cfg: DictConfig) -> dict[str, Any]:
+    """Run one job under Hydra; return its result record."""
+    info = job_info()
+    out_dir = Path(info["output_dir"])
+    tcfg = to_object(cfg)
+    # the launching process checked this already, but a Slurm node may differ (no GPU, ...)
+    errors = validate(tcfg)
+    if errors:
+        raise ConfigError("; ".join(errors))
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    group = tcfg.logger.group or (Path(info["sweep_dir"]).name if info["sweep_dir"] else out_dir.name)
+    if info["sweep_dir"]:
+        group = tcfg.logger.group or "/".join(Path(info["sweep_dir"]).parts[-2:])
+    tracker = Tracker(
+        tcfg.logger,
+        out_dir,
+        name=run_name(tcfg),
+        group=group,
+        job_type=tcfg.algo.name,
+        tags=toggle_tags(tcfg),
+        config={**flatten(resolved), **{f"toggle.{t.name}": t().value(tcfg) for t in TOGGLES}},
+        run_id=stable_run_id(out_dir),
+    )
+    record: dict[str, Any] = {
+        "status": "failed",
+        "error": None,
+        "overrides": info["overrides"],
+        "job": info,
+        "algo": tcfg.algo.name,
+        "env_id": tcfg.env.id,
+        "seed": tcfg.seed,
+        "device": str(resolve_device(tcfg.device)),
+        "config": resolved,
+        "started_at": _now(),
+    }
+    start = time.perf_counter()
+    failed = True
+    try:
+        outcome = train(tcfg, on_iteration=tracker.log)
+        record.update(outcome.record())
+        record["status"] = "ok"
+        failed = False
+        return record
+    except KeyboardInterrupt:
+        record["status"] = "interrupted"
+        record["error"] = "interrupted (SIGINT)"
+        raise
+    except BaseException:
+        record["error"] = traceback.format_exc()
+        raise
+    finally:
+        record["wall_s"] = round(time.perf_counter() - start, 3)
+        record["finished_at"] = _now()
+        record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
+        record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
+            "num_threads", record["fingerprint"]["num_threads"])
+        tracker.summary(_summary_metrics(record))
+        tracker.finish(failed)
+        record["logging"] = {"wandb_mode": tcfg.logger.mode, "wandb_run_dir": tracker.run_dir,
+                             "errors": tracker.errors}
+        write_result(out_dir, record)
+
+
+def _summary_metrics(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's headline numbers, namespaced for W&B's summary."""
+    out: dict[str, Any] = {"status": record["status"], "wall_s": record.get("wall_s")}
+    thr = record.get("throughput") or {}
+    for key in ("env_steps_per_s", "updates_per_s", "median_iteration_env_steps_per_s"):
+        out[f"perf/{key}"] = thr.get(key)
+    for phase, t in (record.get("timings") or {}).items():
+        out[f"time/{phase}_ms"] = t.get("median_ms")
+        out[f"time/{phase}_p90_ms"] = t.get("p90_ms")
+    comp = record.get("compile") or {}
+    for key in ("compile_s", "graph_breaks", "recompiles"):
+        out[f"compile/{key}"] = comp.get(key)
+    learning = record.get("learning") or {}
+    out["learning/final_return"] = learning.get("final_return")
+    out["learning/final_return_std"] = learning.get("final_return_std")
+    for name, state in (record.get("toggles") or {}).items():
+        out[f"toggle_applied/{name}"] = state["applied"]
+        if state.get("reason"):
+            out[f"toggle_reason/{name}"] = state["reason"]
+    return out
+
+
+def format_summary(record: dict[str, Any]) -> str:
+    """The one-screen summary printed at the end of a job."""
+    thr = record.get("throughput") or {}
+    learning = record.get("learning") or {}
+    comp = record.get("compile") or {}
+    lines = [
+        f"rlsweep {record['algo']} on {record['env_id']} (seed {record['seed']}, {record['device']}): "
+        f"{record['status']} in {record.get('wall_s', 0):.1f} s",
+        f"  env steps       {record.get('env_steps', 0):,}   updates {record.get('updates', 0):,}",
+    ]
+    if thr.get("env_steps_per_s"):
+        lines.append(f"  throughput      {thr['env_steps_per_s']:,.0f} env steps/s (steady state, "
+                     f"{thr.get('steady_iterations', 0)} iterations)")
+    if learning.get("final_return") is not None:
+        lines.append(f"  final return    {learning['final_return']:.1f} ± {learning['final_return_std']:.1f} "
+                     f"({learning['eval_episodes']} deterministic episodes)")
+    if comp.get("mode") not in (None, "none"):
+        lines.append(f"  compile         {comp['mode']}: {comp['compile_s']:.1f} s, "
+                     f"{comp['graph_breaks']} graph breaks, {comp['recompiles']} recompiles")
+    timings = record.get("timings") or {}
+    if timings:
+        phases = "  ".join(f"{k} {v['median_ms']:.3f}" for k, v in timings.items() if v.get("median_ms") is not None)
+        lines.append(f"  median ms       {phases}")
+    for name, state in (record.get("toggles") or {}).items():
+        if state.get("reason"):
+            lines.append(f"  {name:<15} {state['reason']}")
+    lines.append(f"  result          {Path(record['job']['output_dir']) / 'result.json'}")
+    if record.get("logging", {}).get("wandb_run_dir"):
+        lines.append(f"  W&B ({record['logging']['wandb_mode']})  {record['logging']['wandb_run_dir']}")
+    return "\n".join(lines)

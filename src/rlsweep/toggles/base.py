@@ -1,0 +1,206 @@
+"""The one small interface every toggle implements, and the runtime the algorithms call.
+
+A toggle reads its value from the config, says whether it can apply on the job's device, and,
+when it applies, sets the matching behaviour on a :class:`Runtime`. Algorithms never read toggle
+values themselves: they call ``rt.h2d``, ``rt.compile``, ``rt.autocast``, ``rt.acting`` ...,
+so every toggle acts in exactly one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from rlsweep.compile_stats import CompileStats
+    from rlsweep.config import TrainConfig
+
+
+@dataclass
+class ToggleState:
+    """What a toggle did in one job: its value, and whether it applied (or why not)."""
+
+    value: Any
+    applied: bool
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "applied": self.applied, "reason": self.reason}
+
+
+class Toggle(ABC):
+    """One optimisation switch. Subclasses set ``name`` and implement ``value`` and ``apply``."""
+
+    name: ClassVar[str]
+    #: the value that means "off" (the baseline of every comparison)
+    off_value: ClassVar[Any]
+
+    @abstractmethod
+    def value(self, cfg: TrainConfig) -> Any:
+        """The toggle's setting in this config (a plain, JSON-able value)."""
+
+    def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
+        """Why this setting cannot act on ``device``; None when it can (or is off)."""
+        return None
+
+    @abstractmethod
+    def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
+        """Configure ``rt`` for this toggle's value (only called when applicable)."""
+
+    def restore(self) -> None:
+        """Undo any process-global state ``apply`` changed. Default: nothing to undo."""
+
+
+def make_twin(module: nn.Module) -> nn.Module:
+    """An eval-mode copy of ``module`` that shares every Parameter and buffer object with it.
+
+    Optimizer steps on the original are seen by the twin without any copy, so acting can use the
+    twin while the original stays in train mode: no ``.train()``/``.eval()`` switching.
+    """
+    shared = {id(t): t for t in [*module.parameters(), *module.buffers()]}
+    twin = copy.deepcopy(module, memo=shared)
+    return twin.eval()
+
+
+class Activation(nn.Module):
+    """tanh or ReLU, in-place or not (the ``inplace`` toggle's place in every network)."""
+
+    def __init__(self, kind: str, inplace: bool) -> None:
+        super().__init__()
+        self.kind = kind
+        self.inplace = inplace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "relu":
+            return torch.relu_(x) if self.inplace else torch.relu(x)
+        return torch.tanh_(x) if self.inplace else torch.tanh(x)
+
+    def extra_repr(self) -> str:
+        return f"{self.kind}, inplace={self.inplace}"
+
+
+class Runtime:
+    """Behaviour switches set by the toggles, used by the algorithms.
+
+    Defaults are the baseline (every toggle off): eager, float32, pageable blocking copies,
+    one module switched between train and eval mode, out-of-place ops.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.is_cuda = device.type == "cuda"
+        # compile toggle
+        self.compile_mode: str | None = None
+        self.compile_fullgraph = False
+        self.compile_dynamic: bool | None = False
+        self.compile_stats: CompileStats | None = None
+        # dtype toggle
+        self.autocast_dtype: torch.dtype | None = None
+        self.use_grad_scaler = False
+        # pin_memory / non_blocking toggles
+        self.pin_memory = False
+        self.non_blocking = False
+        # twin_modules toggle
+        self.twin_modules = False
+        # inplace toggle
+        self.inplace = False
+
+    # -- host <-> device -------------------------------------------------------------------
+    def h2d(self, array: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Copy a host array to the job's device (pinned and/or asynchronous per the toggles)."""
+        t = torch.as_tensor(array)
+        if dtype is not None and t.dtype != dtype:
+            t = t.to(dtype)
+        if not self.is_cuda:
+            return t
+        if self.pin_memory:
+            t = t.pin_memory()
+        return t.to(self.device, non_blocking=self.non_blocking)
+
+    def d2h(self, tensor: torch.Tensor) -> np.ndarray:
+        """Copy a device tensor to a host numpy array, synchronised before it is read."""
+        if not self.is_cuda:
+            return tensor.detach().numpy()
+        host = tensor.detach().to("cpu", non_blocking=self.non_blocking)
+        if self.non_blocking:
+            # an asynchronous D2H copy is only valid after the stream has finished it
+            torch.cuda.current_stream(self.device).synchronize()
+        return host.numpy()
+
+    # -- compile -----------------------------------------------------------------------------
+    def compile(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        """``torch.compile`` ``fn`` with the job's mode (or return it unchanged when eager)."""
+        if self.compile_mode is None:
+            return fn
+        compiled = torch.compile(
+            fn, mode=self.compile_mode, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic
+        )
+        assert self.compile_stats is not None
+        return self.compile_stats.wrap(compiled, name)
+
+    # -- dtype -------------------------------------------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Mixed-precision region for forwards and losses (a no-op in float32)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
+        """A GradScaler when float16 runs on CUDA, else None."""
+        if self.use_grad_scaler:
+            return torch.amp.GradScaler(self.device.type)
+        return None
+
+    # -- twin modules --------------------------------------------------------------------------
+    def acting_modules(self, *modules: nn.Module) -> ActingModules:
+        """Modules to act with, in eval mode: twins, or the originals switched around each use."""
+        return ActingModules(modules, twin=self.twin_modules)
+
+    # -- inplace ---------------------------------------------------------------------------------
+    def activation(self, kind: str) -> nn.Module:
+        return Activation(kind, inplace=self.inplace)
+
+    @torch.no_grad()
+    def polyak_update(self, target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float) -> None:
+        """target <- target + tau * (source - target), in place or via new tensors."""
+        tgt, src = list(target), list(source)
+        if self.inplace:
+            torch._foreach_lerp_(tgt, src, tau)
+        else:
+            for t, s in zip(tgt, src, strict=True):
+                t.copy_(torch.lerp(t, s, tau))
+
+    def normalize(self, x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+        """(x - mean) / (std + eps), in place on ``x`` or out of place."""
+        mean, std = x.mean(), x.std()
+        if self.inplace:
+            return x.sub_(mean).div_(std + eps)
+        return (x - mean) / (std + eps)
+
+
+class ActingModules:
+    """Eval-mode views of networks for acting; see :meth:`Runtime.acting_modules`."""
+
+    def __init__(self, modules: Iterable[nn.Module], twin: bool) -> None:
+        self.originals = tuple(modules)
+        self.twin = twin
+        self.modules = tuple(make_twin(m) for m in self.originals) if twin else self.originals
+
+    def __enter__(self) -> None:
+        """Around every acting call: switch to eval mode, unless twins make it unnecessary."""
+        if not self.twin:
+            for m in self.originals:
+                m.eval()
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.twin:
+            for m in self.originals:
+                m.train()

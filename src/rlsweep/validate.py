@@ -1,0 +1,136 @@
+"""Pre-flight checks of a composed config: every error a user can make, named before any work.
+
+Hydra already rejects unknown groups, options and keys, and values of the wrong type (the
+schemas in :mod:`rlsweep.config`). This module checks what types cannot: ranges, choices set
+through a key (``compile.mode=...``), gymnasium ids, algorithm/env compatibility, the device and
+W&B credentials. :func:`validate` returns every problem at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from rlsweep.config import (
+    ACTIVATIONS,
+    COMPILE_MODES,
+    DTYPES,
+    LOGGER_MODES,
+    MATMUL_PRECISIONS,
+    MAX_TOTAL_ENV_STEPS,
+    TrainConfig,
+)
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message is meant for the user, as is."""
+
+
+def _choice(errors: list[str], key: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        errors.append(f"{key}={value!r} is not valid; choose one of: {', '.join(choices)}")
+
+
+def _positive(errors: list[str], key: str, value: float, upper: float | None = None) -> None:
+    if not value > 0:
+        errors.append(f"{key} must be > 0, got {value}")
+    elif upper is not None and value > upper:
+        errors.append(f"{key}={value} is too large (at most {upper:,})")
+
+
+def _env_action_space(env_id: str, errors: list[str]) -> Any:
+    import gymnasium as gym
+
+    try:
+        gym.spec(env_id)
+    except gym.error.Error:
+        ids = list(gym.envs.registry.keys())
+        close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.6)
+        hint = f" Did you mean: {', '.join(close)}?" if close else " See gymnasium.envs.registry for ids."
+        errors.append(f"env.id={env_id!r} is not a registered gymnasium environment.{hint}")
+        return None
+    try:
+        env = gym.make(env_id)
+    except gym.error.DependencyNotInstalled as exc:
+        errors.append(f"env.id={env_id!r} needs packages that are not installed ({exc}); "
+                      "for MuJoCo envs: pip install -e '.[mujoco]'")
+        return None
+    except Exception as exc:  # noqa: BLE001 - any construction failure is a config problem here
+        errors.append(f"env.id={env_id!r} cannot be created: {type(exc).__name__}: {exc}")
+        return None
+    try:
+        return env.action_space
+    finally:
+        env.close()
+
+
+def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
+    """Every reason ``cfg`` cannot run; an empty list means it can.
+
+    Args:
+        cfg: the composed, typed config.
+        check_device: check that the device exists here (off when the job runs elsewhere,
+            e.g. a Slurm GPU node launched from a CPU login node).
+    """
+    from rlsweep.algos import ALGORITHMS
+    from rlsweep.tracking import has_wandb_credentials
+
+    errors: list[str] = []
+    a = cfg.algo
+    _choice(errors, "algo", a.name, tuple(ALGORITHMS))
+    _choice(errors, "compile.mode", cfg.compile.mode, COMPILE_MODES)
+    _choice(errors, "dtype.name", cfg.dtype.name, DTYPES)
+    _choice(errors, "logger.mode", cfg.logger.mode, LOGGER_MODES)
+    _choice(errors, "backend.matmul_precision", cfg.backend.matmul_precision, MATMUL_PRECISIONS)
+    _choice(errors, "algo.activation", a.activation, ACTIVATIONS)
+    _choice(errors, "env.vectorization", cfg.env.vectorization, ("sync", "async"))
+
+    _positive(errors, "total_env_steps", cfg.total_env_steps, MAX_TOTAL_ENV_STEPS)
+    _positive(errors, "algo.lr", a.lr)
+    _positive(errors, "algo.num_envs", a.num_envs, 4096)
+    if not 0 < a.gamma <= 1:
+        errors.append(f"algo.gamma must be in (0, 1], got {a.gamma}")
+    if not a.hidden_sizes or any(w <= 0 for w in a.hidden_sizes):
+        errors.append(f"algo.hidden_sizes must be a non-empty list of positive widths, got {list(a.hidden_sizes)}")
+    for key in ("num_steps", "update_epochs", "minibatch_size", "batch_size", "buffer_size", "train_freq",
+                "gradient_steps", "steps_per_iteration"):
+        if hasattr(a, key):
+            _positive(errors, f"algo.{key}", getattr(a, key))
+    if hasattr(a, "tau") and not 0 < a.tau <= 1:
+        errors.append(f"algo.tau must be in (0, 1], got {a.tau}")
+    if cfg.warmup_iters < 0:
+        errors.append(f"warmup_iters must be >= 0, got {cfg.warmup_iters}")
+    if cfg.eval_episodes < 0:
+        errors.append(f"eval_episodes must be >= 0, got {cfg.eval_episodes}")
+    if cfg.backend.num_threads is not None and cfg.backend.num_threads <= 0:
+        errors.append(f"backend.num_threads must be > 0 (or null for the job's CPUs), got {cfg.backend.num_threads}")
+    if cfg.compile.fullgraph and cfg.compile.mode == "none":
+        errors.append("compile.fullgraph=true conflicts with compile=none: fullgraph only means something when compiling")
+
+    if not _DEVICE_RE.match(cfg.device):
+        errors.append(f"device={cfg.device!r} is not valid; use auto, cpu, cuda or cuda:N")
+    elif check_device and cfg.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            errors.append(f"device={cfg.device} but no CUDA device is available here (torch {torch.__version__}, "
+                          f"CUDA build: {torch.version.cuda}); use device=cpu or device=auto")
+        elif ":" in cfg.device and int(cfg.device.split(":")[1]) >= torch.cuda.device_count():
+            errors.append(f"device={cfg.device} but only {torch.cuda.device_count()} CUDA device(s) exist")
+
+    if cfg.logger.mode == "online" and not has_wandb_credentials():
+        errors.append("logger.mode=online but no W&B credentials were found: run `wandb login` or set "
+                      "WANDB_API_KEY, or use logger.mode=offline (sync later with `wandb sync`)")
+
+    if a.name in ALGORITHMS:
+        space = _env_action_space(cfg.env.id, errors)
+        algo_cls = ALGORITHMS[a.name]
+        if space is not None and not isinstance(space, algo_cls.action_spaces):
+            kinds = " or ".join(s.__name__ for s in algo_cls.action_spaces)
+            errors.append(f"algo={a.name} needs a {kinds} action space, but {cfg.env.id} has {space}; "
+                          f"pick another env (e.g. {'env=cartpole' if a.name == 'dqn' else 'env=pendulum'}) "
+                          "or another algo")
+    return errors

@@ -1,0 +1,18 @@
+"""Summarise a finished (or partly finished) sweep.
+
+Usage:
+    python -m sweeps.report <sweep_dir> [--baseline key=value ...] [--out DIR] [--no-plots]
+
+Writes summary.csv, summary.md, report.json and PNG plots into ``<sweep_dir>/report/``
+(or ``--out``) and prints a table. Exit code 0 when a report was produced, 2 for bad
+input. See :mod:`rlsweep.report` for the statistics.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rlsweep.report import main
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
