@@ -1,0 +1,85 @@
+"""Shared test helpers: compose the real Hydra configs, tiny budgets, run the real entry point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from rlsweep.config import TrainConfig, register_configs, to_object
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+
+# Budgets that exercise every phase (warm-up, steady iterations, updates) in about a second.
+TINY = {
+    "ppo": ["algo.num_envs=4", "algo.num_steps=16", "algo.update_epochs=2", "algo.minibatch_size=32",
+            "algo.hidden_sizes=[16,16]", "total_env_steps=256"],
+    "dqn": ["algo.learning_starts=64", "algo.train_freq=32", "algo.gradient_steps=4", "algo.batch_size=16",
+            "algo.hidden_sizes=[16,16]", "algo.target_update_interval=8", "total_env_steps=256"],
+    "sac": ["algo.learning_starts=32", "algo.steps_per_iteration=32", "algo.batch_size=16",
+            "algo.hidden_sizes=[16,16]", "total_env_steps=160"],
+}
+COMMON = ["warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1"]
+
+
+def compose_cfg(overrides: list[str] | None = None) -> TrainConfig:
+    """Compose conf/config.yaml with ``overrides`` exactly as ``python -m sweeps.train`` would."""
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides or [])
+    return to_object(cfg)
+
+
+def tiny_cfg(algo: str, *overrides: str) -> TrainConfig:
+    return compose_cfg([f"algo={algo}", *TINY[algo], *COMMON, *overrides])
+
+
+def params_of(algo) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer of an algorithm's networks, by qualified name."""
+    out = {}
+    for name, module in algo.modules().items():
+        for k, v in module.state_dict().items():
+            out[f"{name}.{k}"] = v.detach().clone().float()
+    return out
+
+
+def run_train(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real entry point ``python -m sweeps.train`` (from the repository root)."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "sweeps.train", *args], cwd=cwd or ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def read_wandb_run(run_dir: str | Path) -> dict:
+    """Read an offline W&B run back from disk with wandb's own reader (no network).
+
+    Returns config, summary, tags, group, job_type, name, exit_code and the history rows.
+    """
+    import json
+
+    def inspect(*flags: str) -> str:
+        proc = subprocess.run(["wandb", "leet", "inspect", *flags, "--json", str(run_dir)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    head = json.loads(inspect("--summary"))
+    out = {"config": head["config"], "summary": head["summary"], "tags": head.get("tags") or [],
+           "exit_code": head.get("exit_code"), "state": head.get("state"), "history": []}
+    for line in inspect().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "run":
+            run = rec["run"]
+            out.update(group=run.get("run_group"), job_type=run.get("job_type"), name=run.get("display_name"),
+                       run_id=run.get("run_id"))
+        elif rec["type"] == "history":
+            out["history"].append(rec["history"]["item"])
+    return out

@@ -1,0 +1,162 @@
+"""The contract every toggle meets (TorchRL style: a base class, one subclass per toggle).
+
+``ToggleContract`` has no ``Test`` prefix, so pytest collects only its subclasses. Adding a
+toggle to ``rlsweep.toggles.TOGGLES`` without a subclass here fails ``test_every_toggle_has_a_contract``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, ClassVar
+
+import pytest
+import torch
+
+from helpers import compose_cfg, params_of, tiny_cfg
+from rlsweep.algos import ALGORITHMS
+from rlsweep.envs import make_envs
+from rlsweep.runner import seed_everything, train
+from rlsweep.timing import PhaseTimer
+from rlsweep.toggles import Toggle, applied_toggles
+
+ALGOS = ("ppo", "dqn", "sac")
+
+
+@functools.cache
+def reference_params(algo: str, *overrides: str) -> tuple[int, int, dict[str, torch.Tensor]]:
+    """(env_steps, updates, parameters) of a tiny all-off run, shared by every toggle's test."""
+    out = train(tiny_cfg(algo, *overrides))
+    return out.env_steps, out.updates, params_of(out.algo)
+
+
+def initial_params(algo: str) -> dict[str, torch.Tensor]:
+    """Parameters of the tiny all-off config right after construction (before any update)."""
+    cfg = tiny_cfg(algo)
+    device = torch.device("cpu")
+    with applied_toggles(cfg, device) as (rt, _):
+        seed_everything(cfg.seed)
+        envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
+        try:
+            return params_of(ALGORITHMS[algo](cfg, envs, rt, PhaseTimer(device)))
+        finally:
+            envs.close()
+
+
+def global_state() -> dict[str, Any]:
+    """Process-global settings a job may touch and must leave as it found them."""
+    handler = torch._dynamo.callback_handler
+    return {
+        "num_threads": torch.get_num_threads(),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "grad_enabled": torch.is_grad_enabled(),
+        "default_dtype": torch.get_default_dtype(),
+        "dynamo_callbacks": (len(handler.start_callbacks), len(handler.end_callbacks)),
+    }
+
+
+class ToggleContract:
+    #: the toggle under test
+    toggle: ClassVar[type[Toggle]]
+    #: overrides that turn it on, and the value the toggle then reports
+    on: ClassVar[list[str]]
+    on_value: ClassVar[Any]
+    #: parameters after N updates vs the all-off baseline: allclose(rtol, atol); 0 = bit-exact
+    rtol: ClassVar[float] = 0.0
+    atol: ClassVar[float] = 0.0
+    #: > 0: instead of elementwise closeness, |p - p_base| <= drift * |p_base - p_init| over all
+    #: parameters (for reduced precision, where single elements may round the other way)
+    drift: ClassVar[float] = 0.0
+    #: substring of the reason this setting gives on a CPU-only job (None: it applies on CPU)
+    cpu_reason: ClassVar[str | None] = None
+
+    REQUIRED_ATTRS = ("toggle", "on", "on_value")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for attr in cls.REQUIRED_ATTRS:
+            if not hasattr(cls, attr):
+                raise TypeError(f"{cls.__name__} must set {attr}")
+        for name in dir(ToggleContract):
+            if name.startswith("test_") and getattr(cls, name) is None:
+                raise TypeError(f"{cls.__name__} disables the contract test {name}")
+
+    def test_composes(self) -> None:
+        cfg = compose_cfg(self.on)
+        assert self.toggle().value(cfg) == self.on_value
+        off = compose_cfg([])
+        assert self.toggle().value(off) != self.on_value
+
+    @pytest.mark.parametrize("algo", ALGOS)
+    def test_matches_baseline_numerically(self, algo: str) -> None:
+        env_steps, updates, p0 = reference_params(algo)
+        toggled = train(tiny_cfg(algo, *self.on))
+        assert toggled.env_steps == env_steps
+        assert toggled.updates == updates > 0
+        p1 = params_of(toggled.algo)
+        assert p0.keys() == p1.keys()
+        other_seed = reference_params(algo, "seed=1")[2]
+        assert any(not torch.equal(p0[k], v) for k, v in other_seed.items()), (
+            "a different seed must give different parameters, or this comparison proves nothing")
+        if self.drift > 0:
+            p_init = initial_params(algo)
+            flat = {name: torch.cat([p[k].flatten() for k in sorted(p)]) for name, p in
+                    (("base", p0), ("toggled", p1), ("init", p_init))}
+            moved = (flat["base"] - flat["init"]).norm()
+            assert moved > 0
+            assert (flat["toggled"] - flat["base"]).norm() <= self.drift * moved
+            return
+        for k in p0:
+            if self.rtol == 0 and self.atol == 0:
+                assert torch.equal(p0[k], p1[k]), f"{k} differs from the baseline"
+            else:
+                torch.testing.assert_close(p1[k], p0[k], rtol=self.rtol, atol=self.atol, msg=lambda m, k=k: f"{k}: {m}")
+
+    def test_works_with_compile(self) -> None:
+        out = train(tiny_cfg("ppo", *self.on, "compile=default"))
+        assert out.toggles[self.toggle.name]["value"] == self.on_value
+        assert out.compile["mode"] == "default"
+        assert out.compile["compile_s"] > 0
+        assert out.compile["per_function"]["update"]["compilations"] >= 1
+        assert out.throughput["env_steps_per_s"] > 0
+
+    def test_declares_where_it_applies(self) -> None:
+        cfg = compose_cfg(self.on)
+        reason = self.toggle().not_applicable(cfg, torch.device("cpu"))
+        if self.cpu_reason is None:
+            assert reason is None or reason.startswith("partly")
+        else:
+            assert reason is not None and self.cpu_reason in reason
+        out = train(tiny_cfg("ppo", *self.on, "device=cpu"))
+        state = out.toggles[self.toggle.name]
+        assert state["applied"] == (self.cpu_reason is None)
+        if self.cpu_reason:
+            assert state["reason"].startswith("not applicable")
+
+    def test_leaves_no_global_state(self) -> None:
+        torch.set_num_threads(2)
+        before = global_state()
+        try:
+            train(tiny_cfg("ppo", *self.on))
+            assert global_state() == before
+        finally:
+            torch.set_num_threads(1)
+
+    def test_in_result_record_and_wandb(self, all_toggles_job: dict[str, Any]) -> None:
+        record, wandb_config, wandb_summary = (all_toggles_job[k] for k in ("record", "config", "summary"))
+        assert record["status"] == "ok"
+        state = record["toggles"][self.toggle.name]
+        assert state["value"] == self.on_value
+        assert state["applied"] == (self.cpu_reason is None)
+        assert json.loads(json.dumps(wandb_config[f"toggle.{self.toggle.name}"])) == self.on_value
+        assert wandb_summary[f"toggle_applied/{self.toggle.name}"] == state["applied"]
+        if self.toggle.name != "backend":
+            assert f"{self.toggle.name}:{self.on_value}" in all_toggles_job["tags"]
+
+    @pytest.mark.cuda
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+    def test_applies_on_cuda(self) -> None:
+        out = train(tiny_cfg("ppo", *self.on, "device=cuda"))
+        assert out.toggles[self.toggle.name]["applied"]

@@ -1,0 +1,9 @@
+from rlsweep.toggles.inplace import InplaceToggle
+
+from .contract import ToggleContract
+
+
+class TestInplace(ToggleContract):
+    toggle = InplaceToggle
+    on = ["inplace=true"]
+    on_value = True
