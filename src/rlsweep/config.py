@@ -86,7 +86,7 @@ class SACConfig(AlgoConfig):
     name: str = "sac"
     lr: float = 1e-3
     num_envs: int = 1
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])  # SB3 uses 256x256
     activation: str = "relu"
     buffer_size: int = 1_000_000  # replay capacity in transitions
     batch_size: int = 256  # replay samples per gradient step

@@ -15,12 +15,19 @@ from rlsweep.toggles.base import Runtime, Toggle
 
 
 def default_num_threads() -> int:
-    """The CPUs this process may use (its affinity mask: Slurm and taskset restrict it)."""
+    """The CPUs this job was given.
+
+    Slurm: ``--cpus-per-task``. submitit_local starts every job of a sweep at once on the same
+    machine, so each gets 1 (threads of side-by-side jobs would fight over the cores).
+    Otherwise the process's affinity mask (taskset and cgroups restrict it).
+    """
     import os
 
-    for var in ("SLURM_CPUS_PER_TASK", "RLSWEEP_CPUS_PER_JOB"):
+    for var in ("RLSWEEP_CPUS_PER_JOB", "SLURM_CPUS_PER_TASK"):
         if os.environ.get(var, "").isdigit():
             return max(1, int(os.environ[var]))
+    if os.environ.get("SUBMITIT_EXECUTOR") == "local":
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux

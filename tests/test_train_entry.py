@@ -1,0 +1,135 @@
+"""The user's commands, run for real: `python -m sweeps.train` single runs and sweeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import read_wandb_run, run_train
+from rlsweep.results import read_result
+
+FAST = ["experiment=smoke", "progress=false", "algo.update_epochs=2"]
+
+
+@pytest.fixture(scope="module")
+def single_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("single")
+    proc = run_train([*FAST, "logger.mode=offline", "seed=3", f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"out": out, "proc": proc, "record": read_result(out)}
+
+
+def test_single_run_writes_a_complete_record(single_run: dict) -> None:
+    r = single_run["record"]
+    assert r["status"] == "ok" and r["error"] is None
+    assert r["schema_version"] == 1
+    assert r["algo"] == "ppo" and r["env_id"] == "CartPole-v1" and r["seed"] == 3
+    assert "seed=3" in r["overrides"]
+    assert r["config"]["algo"]["name"] == "ppo" and r["config"]["total_env_steps"] == 2048
+    assert set(r["toggles"]) == {"compile", "dtype", "pin_memory", "non_blocking", "twin_modules", "inplace", "backend"}
+    for phase in ("env_step", "act", "h2d", "d2h", "update"):
+        t = r["timings"][phase]
+        assert t["count"] > 0 and t["p10_ms"] <= t["median_ms"] <= t["p90_ms"]
+    assert r["throughput"]["env_steps_per_s"] > 0
+    assert {"compile_s", "graph_breaks", "recompiles", "per_function"} <= set(r["compile"])
+    assert r["learning"]["final_return"] > 0 and len(r["learning"]["curve"]["episode_return"]) > 0
+    fp = r["fingerprint"]
+    assert {"cpu_model", "cpu_count", "num_threads", "gpu", "torch", "cuda", "hostname"} <= set(fp)
+    assert fp["num_threads"] == r["toggles"]["backend"]["value"]["num_threads"]
+    assert r["wall_s"] > 0 and r["env_steps"] == 2048
+    # atomic write: no temp files left beside the record
+    assert not [p for p in single_run["out"].iterdir() if p.name.endswith(".tmp")]
+
+
+def test_single_run_prints_a_summary(single_run: dict) -> None:
+    out = single_run["proc"].stdout
+    assert "rlsweep ppo on CartPole-v1" in out and "env steps/s" in out and "final return" in out
+
+
+def test_wandb_offline_run_reads_back_with_the_records_numbers(single_run: dict) -> None:
+    r = single_run["record"]
+    run = read_wandb_run(r["logging"]["wandb_run_dir"])
+    assert run["job_type"] == "ppo"
+    assert run["group"] == Path(r["job"]["output_dir"]).name
+    assert run["exit_code"] == 0
+    assert run["config"]["algo.lr"] == r["config"]["algo"]["lr"]
+    assert run["config"]["compile.mode"] == "none" and run["config"]["toggle.twin_modules"] is False
+    assert run["summary"]["perf/env_steps_per_s"] == pytest.approx(r["throughput"]["env_steps_per_s"])
+    assert run["summary"]["learning/final_return"] == pytest.approx(r["learning"]["final_return"])
+    assert run["summary"]["time/update_ms"] == pytest.approx(r["timings"]["update"]["median_ms"])
+    steps = [h["train/env_steps"] for h in run["history"]]
+    assert steps == sorted(steps) and steps[-1] == r["env_steps"]
+    assert any("train/episode_return" in h for h in run["history"])
+
+
+def test_sweep_with_the_basic_launcher_and_a_failing_job(tmp_path: Path) -> None:
+    """One job diverges: its record says why, the other's is complete, the sweep exits non-zero."""
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", *FAST, "logger.mode=offline", "algo.lr=0.001,1e30", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode != 0
+    records = {json.dumps(read_result(sweep / str(i))["overrides"]): read_result(sweep / str(i)) for i in (0, 1)}
+    ok = [r for r in records.values() if r["status"] == "ok"]
+    failed = [r for r in records.values() if r["status"] == "failed"]
+    assert len(ok) == 1 and len(failed) == 1
+    assert "non-finite loss at update" in failed[0]["error"]
+    assert run_exit_code(failed[0]) == 1
+    assert (sweep / "report" / "summary.md").is_file()
+    assert "non-finite loss" in (sweep / "report" / "summary.md").read_text()
+
+
+def run_exit_code(record: dict) -> int:
+    return read_wandb_run(record["logging"]["wandb_run_dir"])["exit_code"]
+
+
+def test_sweep_with_submitit_local(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", *FAST, "logger.mode=disabled", "twin_modules=false,true", "hydra/launcher=submitit_local",
+                      "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for i in (0, 1):
+        r = read_result(sweep / str(i))
+        assert r["status"] == "ok"
+        assert r["job"]["launcher"] == "LocalLauncher"
+        # side-by-side jobs get one intra-op thread each
+        assert r["toggles"]["backend"]["value"]["num_threads"] == 1
+    assert {read_result(sweep / str(i))["toggles"]["twin_modules"]["value"] for i in (0, 1)} == {False, True}
+    assert (sweep / "report" / "report.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["compile=maxautotune"], "Could not find 'compile/maxautotune'"),
+        (["algo=dqn", "env=pendulum"], "algo=dqn needs a Discrete action space"),
+        (["algo=sac", "env=cartpole"], "algo=sac needs a Box action space"),
+        (["total_env_steps=0"], "total_env_steps must be > 0"),
+        (["total_env_steps=-5"], "total_env_steps must be > 0"),
+        (["algo.lr=-0.1"], "algo.lr must be > 0"),
+        (["algo.num_envs=0"], "algo.num_envs must be > 0"),
+        (["env.id=CartPol-v1"], "Did you mean: CartPole-v1"),
+        (["device=cuda"], "no CUDA device is available"),
+        (["twin_modules=maybe"], "twin_modules"),
+        (["algo.nonexistent=1"], "nonexistent"),
+        (["logger.mode=online"], "wandb login"),
+    ],
+)
+def test_bad_input_fails_before_any_job(tmp_path: Path, args: list[str], message: str) -> None:
+    run_dir = tmp_path / "run"
+    sweep_dir = tmp_path / "sweep"
+    env = {"WANDB_API_KEY": "", "NETRC": str(tmp_path / "no-netrc")}
+    for mode in (["-m"], []):
+        proc = run_train([*mode, *args, f"hydra.run.dir={run_dir}", f"hydra.sweep.dir={sweep_dir}"], env=env)
+        assert proc.returncode != 0
+        assert message in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not run_dir.exists() and not sweep_dir.exists()
+
+
+def test_bad_job_deep_in_a_sweep_stops_the_whole_sweep_first(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", "seed=0,1,2", "algo.lr=0.001,-1", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 2
+    assert "algo.lr=-1" in proc.stderr and "Nothing was run" in proc.stderr
+    assert not sweep.exists()
