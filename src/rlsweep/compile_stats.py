@@ -93,11 +93,14 @@ class CompileStats:
         call.__name__ = f"compiled_{name}"
         return call
 
+    def total_compile_s(self) -> float:
+        return sum(v.compile_s for v in self.functions.values())
+
     def summary(self, mode: str) -> dict[str, Any]:
         per_fn = {k: v.as_dict() for k, v in self.functions.items()}
         return {
             "mode": mode,
-            "compile_s": round(sum(v.compile_s for v in self.functions.values()), 6),
+            "compile_s": round(self.total_compile_s(), 6),
             "graph_breaks": sum(v.graph_breaks for v in self.functions.values()),
             "recompiles": sum(v.recompiles for v in self.functions.values()),
             "per_function": per_fn,

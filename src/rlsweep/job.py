@@ -17,9 +17,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import TrainConfig, to_object
 from rlsweep.results import fingerprint, write_result
 from rlsweep.runner import resolve_device, train
+from rlsweep.signals import Interrupted
 from rlsweep.toggles import TOGGLES
 from rlsweep.tracking import Tracker, flatten, stable_run_id
 from rlsweep.validate import ConfigError, validate
@@ -102,15 +104,22 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     }
     start = time.perf_counter()
     failed = True
+    ckpt = out_dir / CHECKPOINT_FILE
     try:
-        outcome = train(tcfg, on_iteration=tracker.log)
+        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt)
         record.update(outcome.record())
         record["status"] = "ok"
         failed = False
+        ckpt.unlink(missing_ok=True)  # done: the record is the result; a rerun starts afresh
         return record
+    except Interrupted as exc:
+        record.update(status="interrupted", error=str(exc), checkpoint=str(ckpt))
+        raise
     except KeyboardInterrupt:
-        record["status"] = "interrupted"
-        record["error"] = "interrupted (SIGINT)"
+        record.update(status="interrupted", error="interrupted (SIGINT)")
+        raise
+    except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
+        record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
         raise
     except BaseException:
         record["error"] = traceback.format_exc()

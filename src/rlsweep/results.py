@@ -58,14 +58,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` via a temp file in the same folder and a rename (all or nothing)."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder, fsync and rename (all or nothing)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(_jsonable(data), f, indent=2, allow_nan=False)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -75,6 +75,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
+    text = json.dumps(_jsonable(data), indent=2, allow_nan=False)
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_result(output_dir: Path, record: dict[str, Any]) -> Path:

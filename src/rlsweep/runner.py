@@ -10,18 +10,21 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from rlsweep import checkpoint
 from rlsweep.algos import ALGORITHMS
 from rlsweep.algos.base import Algorithm
 from rlsweep.compile_stats import CompileStats
 from rlsweep.config import TrainConfig
 from rlsweep.envs import evaluate, make_envs
 from rlsweep.timing import PhaseTimer
+from rlsweep.signals import StopSignals
 from rlsweep.toggles import applied_toggles
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,8 @@ class TrainOutcome:
     updates: int
     iterations: int
     device: str
+    requeues: int = 0
+    resumed_at_env_steps: list[int] = field(default_factory=list)
     algo: Algorithm | None = field(default=None, repr=False)
 
     def record(self) -> dict[str, Any]:
@@ -64,9 +69,34 @@ class TrainOutcome:
         return d
 
 
-def train(cfg: TrainConfig, on_iteration: IterationHook | None = None) -> TrainOutcome:
-    """Train ``cfg.algo`` on ``cfg.env`` for ``cfg.total_env_steps`` and measure every phase."""
+@dataclass
+class LoopState:
+    """The runner's counters; checkpointed with the algorithm so a resumed job continues them."""
+
+    iteration: int = 0
+    updating_iters: int = 0  # iterations that made gradient steps (compile happens in the first)
+    steady_s: float = 0.0
+    steady_steps: int = 0
+    steady_updates: int = 0
+    per_iter_rate: list[float] = field(default_factory=list)
+    curve_steps: list[int] = field(default_factory=list)
+    curve_wall: list[float] = field(default_factory=list)
+    curve_return: list[float] = field(default_factory=list)
+    wall_offset_s: float = 0.0  # training seconds before the last resume
+    requeues: int = 0
+    resumed_at_env_steps: list[int] = field(default_factory=list)
+    compile_s_before: float = 0.0
+
+
+def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
+          checkpoint_path: Path | None = None) -> TrainOutcome:
+    """Train ``cfg.algo`` on ``cfg.env`` for ``cfg.total_env_steps`` and measure every phase.
+
+    With ``checkpoint_path``, a matching checkpoint there is resumed from, and a stop signal
+    (preemption, Ctrl-C) or ``cfg.checkpoint_interval_s`` writes one at an iteration boundary.
+    """
     device = resolve_device(cfg.device)
+    stop = StopSignals()
     with applied_toggles(cfg, device) as (rt, states):
         seed_everything(cfg.seed)
         compile_stats = CompileStats()
@@ -76,60 +106,79 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None) -> TrainO
         try:
             timer = PhaseTimer(device)
             algo = ALGORITHMS[cfg.algo.name](cfg, envs, rt, timer)
-            outcome = _loop(cfg, algo, timer, on_iteration)
+            state = LoopState()
+            payload = checkpoint.load(checkpoint_path, cfg) if checkpoint_path else None
+            if payload is not None:
+                restored = checkpoint.restore(payload, algo)
+                if restored is not None:
+                    envs.close()
+                    envs = algo.envs = restored
+                state = LoopState(**payload["runner"])
+                state.requeues += 1
+                state.resumed_at_env_steps.append(algo.env_steps)
+                log.info("resumed from %s at %d env steps", checkpoint_path, algo.env_steps)
+            stop.install()
+            outcome = _loop(cfg, algo, timer, state, compile_stats, on_iteration, stop, checkpoint_path)
             outcome.toggles = {k: v.as_dict() for k, v in states.items()}
             outcome.compile = compile_stats.summary(cfg.compile.mode)
+            outcome.compile["compile_s"] = round(outcome.compile["compile_s"] + state.compile_s_before, 6)
             outcome.device = str(device)
             outcome.learning.update(_final_evaluation(cfg, algo))
             return outcome
         finally:
+            stop.uninstall()
             compile_stats.uninstall()
             torch.use_deterministic_algorithms(False)
             envs.close()
 
 
-def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, on_iteration: IterationHook | None) -> TrainOutcome:
+def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState, compile_stats: CompileStats,
+          on_iteration: IterationHook | None, stop: StopSignals, checkpoint_path: Path | None) -> TrainOutcome:
     from tqdm import tqdm
 
     iterations = algo.num_iterations(cfg.total_env_steps)
     steps_per_iter = algo.iteration_env_steps
     warmup = cfg.warmup_iters
-    updating_iters = 0  # iterations that made gradient steps (compile happens in the first ones)
-    steady_s = 0.0
-    steady_steps = 0
-    steady_updates = 0
-    per_iter_rate: list[float] = []
-    curve_steps: list[int] = []
-    curve_wall: list[float] = []
-    curve_return: list[float] = []
-    start = time.perf_counter()
-    bar = tqdm(total=iterations * steps_per_iter, unit="step", disable=not cfg.progress, leave=False,
-               desc=f"{cfg.algo.name} {cfg.env.id}", mininterval=1.0)
-    n_episodes = 0
+    s = state
+    start = time.perf_counter() - s.wall_offset_s
+    last_checkpoint = time.perf_counter()
+    bar = tqdm(total=iterations * steps_per_iter, initial=s.iteration * steps_per_iter, unit="step",
+               disable=not cfg.progress, leave=False, desc=f"{cfg.algo.name} {cfg.env.id}", mininterval=1.0)
+    n_episodes = len(algo.episodes)
+
+    def save_checkpoint() -> None:
+        assert checkpoint_path is not None
+        s.wall_offset_s = time.perf_counter() - start
+        runner_state = asdict(s)
+        runner_state["compile_s_before"] = s.compile_s_before + compile_stats.total_compile_s()
+        checkpoint.save(checkpoint_path, cfg, algo, runner_state)
+
     try:
-        for it in range(iterations):
+        while s.iteration < iterations:
             # steady state: past the warm-up iterations that updated (and so compiled)
-            timer.recording = updating_iters >= warmup
-            recording = timer.recording
+            timer.recording = recording = s.updating_iters >= warmup
             updates_before = algo.updates
             t0 = time.perf_counter()
             metrics = algo.iteration()
             dt = time.perf_counter() - t0
+            s.iteration += 1
             if metrics.get("updated"):
-                updating_iters += 1
+                s.updating_iters += 1
             if recording:
-                steady_s += dt
-                steady_steps += steps_per_iter
-                steady_updates += algo.updates - updates_before
-                per_iter_rate.append(steps_per_iter / dt)
+                s.steady_s += dt
+                s.steady_steps += steps_per_iter
+                s.steady_updates += algo.updates - updates_before
+                s.per_iter_rate.append(round(steps_per_iter / dt, 3))
             wall = time.perf_counter() - start
-            for ret, _length, at_step in algo.episodes[n_episodes:]:
-                curve_steps.append(at_step)
-                curve_wall.append(round(wall, 4))
-                curve_return.append(ret)
             new_eps = algo.episodes[n_episodes:]
             n_episodes = len(algo.episodes)
+            for ret, _length, at_step in new_eps:
+                s.curve_steps.append(at_step)
+                s.curve_wall.append(round(wall, 4))
+                s.curve_return.append(ret)
             bar.update(steps_per_iter)
+            if new_eps:
+                bar.set_postfix(ret=f"{np.mean([e[0] for e in new_eps]):.1f}", refresh=False)
             if on_iteration is not None:
                 row: dict[str, Any] = {f"train/{k}": v for k, v in metrics.items()}
                 row["perf/iteration_env_steps_per_s"] = steps_per_iter / dt
@@ -140,19 +189,24 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, on_iteration: It
                     row["train/episode_return"] = float(np.mean([e[0] for e in new_eps]))
                     row["train/episode_length"] = float(np.mean([e[1] for e in new_eps]))
                 on_iteration(row, algo.env_steps)
-            if new_eps:
-                bar.set_postfix(ret=f"{np.mean([e[0] for e in new_eps]):.1f}", refresh=False)
+            if checkpoint_path is not None and s.iteration < iterations:
+                if stop.signum is not None:
+                    save_checkpoint()
+                    stop.act()  # requeues (submitit) or raises Interrupted
+                if cfg.checkpoint_interval_s > 0 and time.perf_counter() - last_checkpoint >= cfg.checkpoint_interval_s:
+                    save_checkpoint()
+                    last_checkpoint = time.perf_counter()
     finally:
         bar.close()
 
-    rate = steady_steps / steady_s if steady_s > 0 else None
+    rate = s.steady_steps / s.steady_s if s.steady_s > 0 else None
     throughput = {
         "env_steps_per_s": rate,
-        "updates_per_s": steady_updates / steady_s if steady_s > 0 else None,
-        "median_iteration_env_steps_per_s": float(np.median(per_iter_rate)) if per_iter_rate else None,
-        "per_iteration_env_steps_per_s": [round(r, 3) for r in per_iter_rate],
-        "steady_iterations": len(per_iter_rate),
-        "steady_s": steady_s,
+        "updates_per_s": s.steady_updates / s.steady_s if s.steady_s > 0 else None,
+        "median_iteration_env_steps_per_s": float(np.median(s.per_iter_rate)) if s.per_iter_rate else None,
+        "per_iteration_env_steps_per_s": s.per_iter_rate,
+        "steady_iterations": len(s.per_iter_rate),
+        "steady_s": s.steady_s,
     }
     if rate is None:
         log.warning("no steady-state iterations: the budget is spent within the %d warm-up iterations", warmup)
@@ -161,11 +215,13 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, on_iteration: It
         timings=timer.summary(),
         throughput=throughput,
         compile={},
-        learning={"curve": {"env_steps": curve_steps, "wall_s": curve_wall, "episode_return": curve_return}},
+        learning={"curve": {"env_steps": s.curve_steps, "wall_s": s.curve_wall, "episode_return": s.curve_return}},
         env_steps=algo.env_steps,
         updates=algo.updates,
         iterations=iterations,
         device="",
+        requeues=s.requeues,
+        resumed_at_env_steps=s.resumed_at_env_steps,
         algo=algo,
     )
 

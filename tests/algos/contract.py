@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
+import signal
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,6 +22,7 @@ from rlsweep.algos import ALGORITHMS
 from rlsweep.algos.base import NonFiniteLossError
 from rlsweep.config import ALGO_SCHEMAS, AlgoConfig
 from rlsweep.runner import train
+from rlsweep.signals import Interrupted
 from rlsweep.validate import validate
 
 
@@ -79,6 +83,43 @@ class AlgorithmContract:
     def test_non_finite_loss_stops_the_job(self) -> None:
         with pytest.raises(NonFiniteLossError, match=r"non-finite loss at update \d+"):
             train(tiny_cfg(self.algo, "algo.lr=1e30", "total_env_steps=2048"))
+
+    def test_resume_from_checkpoint_is_exact(self, tmp_path: Path) -> None:
+        """Stopped by a signal after 3 iterations and resumed: same numbers as one straight run."""
+        extra = ("total_env_steps=768",)
+        straight = train(tiny_cfg(self.algo, *extra))
+        ckpt = tmp_path / "checkpoint.pt"
+        calls = {"n": 0}
+
+        def stop_after_three(row: dict, env_steps: int) -> None:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        with pytest.raises(Interrupted):
+            train(tiny_cfg(self.algo, *extra), on_iteration=stop_after_three, checkpoint_path=ckpt)
+        assert ckpt.is_file()
+        resumed = train(tiny_cfg(self.algo, *extra), checkpoint_path=ckpt)
+        assert resumed.requeues == 1 and resumed.resumed_at_env_steps == [3 * straight.algo.iteration_env_steps]
+        assert resumed.env_steps == straight.env_steps
+        assert resumed.learning["curve"]["episode_return"] == straight.learning["curve"]["episode_return"]
+        assert resumed.learning["final_return"] == straight.learning["final_return"]
+        p0, p1 = params_of(straight.algo), params_of(resumed.algo)
+        assert all(torch.equal(p0[k], p1[k]) for k in p0)
+
+    def test_checkpoint_of_another_config_is_ignored(self, tmp_path: Path) -> None:
+        ckpt = tmp_path / "checkpoint.pt"
+        calls = {"n": 0}
+
+        def stop(row: dict, env_steps: int) -> None:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        with pytest.raises(Interrupted):
+            train(tiny_cfg(self.algo, "total_env_steps=768"), on_iteration=stop, checkpoint_path=ckpt)
+        other = train(tiny_cfg(self.algo, "total_env_steps=768", "seed=5"), checkpoint_path=ckpt)
+        assert other.requeues == 0
 
     @pytest.mark.slow
     def test_learns(self) -> None:

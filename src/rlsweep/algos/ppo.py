@@ -276,3 +276,5 @@ class PPO(Algorithm):
         self.next_obs = state["next_obs"]
         self.iterations_done = state["iterations_done"]
         self.lr.fill_(state["lr"])
+        for group in self.optimizer.param_groups:  # loading optimizer state replaced the lr tensor
+            group["lr"] = self.lr

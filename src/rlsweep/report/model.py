@@ -1,0 +1,351 @@
+"""The report's constants and data classes: what a sweep, a cell and a report hold."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+PHASES = ("env_step", "act", "h2d", "d2h", "update")
+TOGGLE_NAMES = (
+    "compile",
+    "dtype",
+    "pin_memory",
+    "non_blocking",
+    "twin_modules",
+    "inplace",
+    "backend",
+)
+DEFAULT_BASELINE: dict[str, str] = {
+    "compile": "none",
+    "dtype": "float32",
+    "pin_memory": "false",
+    "non_blocking": "false",
+    "twin_modules": "false",
+    "inplace": "false",
+    "backend.matmul_precision": "highest",
+    "backend.cudnn_benchmark": "false",
+}
+FINGERPRINT_FIELDS = ("cpu_model", "cpu_count", "num_threads", "gpu", "torch", "cuda")
+N_BOOTSTRAP = 2000
+BOOTSTRAP_SEED = 20261129
+LEARNING_SD_FACTOR = 2.0
+LEARNING_REL_FLOOR = 0.05
+UNKNOWN = "?"
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+STATUS_INTERRUPTED = "interrupted"
+STATUS_MISSING = "missing"
+
+CI_RULE = (
+    "95% CI: percentile bootstrap of the ratio of medians ({n} resamples, RNG seed {seed}). "
+    "'seeds' = seeds of both cells resampled (both cells have >= 2 ok seeds); "
+    "'iterations' = steady-state per-iteration env_steps_per_s resampled (fewer seeds; "
+    "optimistic, since iterations of one run are correlated)."
+)
+LEARNING_RULE = (
+    "Learning check: noise s = std of final_return over seeds (>= 2 seeds) or the job's "
+    "eval-episode final_return_std (1 seed); pooled s_p = sqrt((s_cell^2 + s_base^2)/2); "
+    "flag when |median_cell - median_base| > max(2*s_p, 5% of |median_base|)."
+)
+
+
+class ReportInputError(ValueError):
+    """Bad input for a report: no sweep dir, no jobs, or an unmatched baseline."""
+
+
+@dataclass
+class WandbTarget:
+    """Where the report's W&B run goes: the same project and group as the sweep's jobs.
+
+    Attributes:
+        mode: "offline" or "online" (a sweep logged with "disabled" gets no target).
+        project: The jobs' W&B project.
+        entity: The jobs' W&B entity (None: the default one).
+        group: The jobs' W&B group (see :func:`rlsweep.report.wandb_log.wandb_group`).
+    """
+
+    mode: str
+    project: str | None
+    entity: str | None
+    group: str
+
+
+@dataclass
+class Job:
+    """One job of the sweep, whether it produced a result or not.
+
+    Attributes:
+        status: "ok", "failed", "interrupted" or "missing".
+        overrides: The job's Hydra override strings (``key=value``).
+        seed: The job's seed as text, or None when unknown.
+        num: Hydra job number, or None when unknown.
+        job_dir: The job's output folder, or None for a job that never started.
+        result_path: Path of ``result.json``, or None when there is none.
+        record: The parsed ``result.json`` (empty for missing or unreadable jobs).
+        raw_status: The status string as written in the record (or why there is none).
+        error_line: Last line of the error traceback for failed jobs.
+        key: The job's cell dimensions (dimension -> normalised value).
+    """
+
+    status: str
+    overrides: list[str]
+    seed: str | None = None
+    num: int | None = None
+    job_dir: Path | None = None
+    result_path: Path | None = None
+    record: dict[str, Any] = field(default_factory=dict, repr=False)
+    raw_status: str = ""
+    error_line: str | None = None
+    key: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Sweep:
+    """All jobs of one sweep directory.
+
+    Attributes:
+        sweep_dir: The sweep directory.
+        jobs: Every job found or expected, ordered by job number.
+        dims: Cell dimensions, context dimensions first, then toggle dimensions.
+        toggle_dims: The subset of ``dims`` that are optimization toggles.
+        expected_jobs: Number of jobs in the ``multirun.yaml`` expansion, if present.
+        notes: Remarks about how the sweep was read.
+        wandb: Where the jobs logged to W&B (None: they did not).
+    """
+
+    sweep_dir: Path
+    jobs: list[Job]
+    dims: list[str]
+    toggle_dims: list[str]
+    expected_jobs: int | None = None
+    notes: list[str] = field(default_factory=list)
+    wandb: WandbTarget | None = None
+
+
+@dataclass
+class CellSummary:
+    """Computed numbers for one cell (a toggle combination; seeds are repeats).
+
+    Attributes ending in ``_ms`` / ``_s`` / ``_per_s`` carry their unit. Medians are
+    over ok seeds. ``ratio`` is relative to ``baseline_label``'s cell.
+    """
+
+    label: str
+    key: dict[str, str]
+    varied: dict[str, str]
+    is_baseline: bool = False
+    baseline_label: str | None = None
+    n_ok: int = 0
+    n_failed: int = 0
+    n_interrupted: int = 0
+    n_missing: int = 0
+    seeds_ok: list[str] = field(default_factory=list)
+    env_steps_per_s: float | None = None
+    env_steps_per_s_seeds: list[float] = field(default_factory=list)
+    updates_per_s: float | None = None
+    phase_median_ms: dict[str, float | None] = field(default_factory=dict)
+    phase_total_s: dict[str, float | None] = field(default_factory=dict)
+    compile_s: float | None = None
+    graph_breaks: int | None = None
+    recompiles: int | None = None
+    final_return_median: float | None = None
+    final_return_spread: float | None = None
+    final_return_spread_kind: str | None = None
+    final_returns: list[float] = field(default_factory=list)
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_method: str | None = None
+    ratio_note: str | None = None
+    learning_flag: bool | None = None
+    learning_note: str | None = None
+    not_applicable: list[str] = field(default_factory=list)
+    fingerprint: dict[str, Any] | None = None
+    fingerprint_mixed: bool = False
+    fingerprint_note: str | None = None
+    errors: list[str] = field(default_factory=list)
+    iteration_env_steps_per_s: list[float] = field(default_factory=list, repr=False)
+    curves: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready numbers (per-iteration values and curves left out)."""
+        out = dict(self.__dict__)
+        out.pop("iteration_env_steps_per_s")
+        out.pop("curves")
+        out["n_iterations"] = len(self.iteration_env_steps_per_s)
+        return out
+
+
+@dataclass
+class PairRatio:
+    """One pair of cells identical except one toggle."""
+
+    without: str
+    with_: str
+    ratio: float
+
+
+@dataclass
+class MarginalEffect:
+    """Effect of changing one toggle from its baseline value to another value.
+
+    Attributes:
+        toggle: The toggle dimension (e.g. ``compile`` or ``backend.num_threads``).
+        from_value: The baseline value.
+        to_value: The changed value.
+        effect: Geometric mean of the pair ratios (``None`` without pairs).
+        ci_low: Lower 95% bootstrap bound.
+        ci_high: Upper 95% bootstrap bound.
+        ci_method: "seeds", "iterations", "mixed" or None.
+        n_pairs: Number of usable pairs.
+        pairs: The pair ratios.
+        skipped: Why candidate pairs were not used.
+        rank: 1 = pays most.
+    """
+
+    toggle: str
+    from_value: str
+    to_value: str
+    effect: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_method: str | None = None
+    n_pairs: int = 0
+    pairs: list[PairRatio] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    rank: int | None = None
+
+    @property
+    def label(self) -> str:
+        """Human-readable change, e.g. ``compile: none -> default``."""
+        return f"{self.toggle}: {self.from_value} -> {self.to_value}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        out = {k: v for k, v in self.__dict__.items() if k != "pairs"}
+        out["label"] = self.label
+        out["pairs"] = [
+            {"without": p.without, "with": p.with_, "ratio": p.ratio} for p in self.pairs
+        ]
+        return out
+
+
+@dataclass
+class Casualty:
+    """A job that did not finish ok."""
+
+    cell: str
+    seed: str | None
+    status: str
+    detail: str
+    where: str
+
+
+@dataclass
+class Report:
+    """Everything ``write_report`` and ``render_table`` need; pure data.
+
+    Attributes:
+        sweep_dir: The sweep directory.
+        baseline_spec: Baseline dimension values that were matched.
+        baseline_labels: Labels of the baseline cell(s) (one per context).
+        varied_dims: Dimensions that vary across the sweep (they label the cells).
+        cells: One summary per cell, baseline cells first.
+        marginal_effects: Toggle effects ranked by effect, largest first.
+        casualties: Failed, interrupted and missing jobs.
+        notes: Remarks (fingerprints, duplicates, expansion mismatches, ...).
+        n_jobs: Number of jobs (found and expected).
+        expected_jobs: Size of the multirun.yaml expansion, if known.
+        n_bootstrap: Bootstrap resamples used for CIs.
+        bootstrap_seed: RNG seed for the bootstrap.
+        wandb: Where the sweep's jobs logged to W&B; the report's run goes there too.
+    """
+
+    sweep_dir: Path
+    baseline_spec: dict[str, str]
+    baseline_labels: list[str]
+    varied_dims: list[str]
+    cells: list[CellSummary]
+    marginal_effects: list[MarginalEffect]
+    casualties: list[Casualty]
+    notes: list[str]
+    n_jobs: int
+    expected_jobs: int | None
+    n_bootstrap: int
+    bootstrap_seed: int
+    wandb: WandbTarget | None = None
+
+    @property
+    def n_ok(self) -> int:
+        """Number of ok jobs."""
+        return sum(c.n_ok for c in self.cells)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Jobs per status: ok, failed (interrupted included), interrupted, missing."""
+        return {
+            "ok": self.n_ok,
+            "failed": sum(c.n_failed for c in self.cells),
+            "interrupted": sum(c.n_interrupted for c in self.cells),
+            "missing": sum(c.n_missing for c in self.cells),
+        }
+
+    @property
+    def baseline_text(self) -> str:
+        """The baseline as ``key=value ...`` (``(any)`` when nothing is pinned)."""
+        return spec_text(self.baseline_spec)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready numbers (the content of report.json)."""
+        return json_clean(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "sweep_dir": str(self.sweep_dir),
+                "baseline": {"spec": self.baseline_spec, "cells": self.baseline_labels},
+                "varied_dims": self.varied_dims,
+                "n_jobs": self.n_jobs,
+                "expected_jobs": self.expected_jobs,
+                "counts": self.counts,
+                "cells": [c.to_dict() for c in self.cells],
+                "marginal_effects": [m.to_dict() for m in self.marginal_effects],
+                "learning_flags": [
+                    {"cell": c.label, "note": c.learning_note}
+                    for c in self.cells
+                    if c.learning_flag
+                ],
+                "casualties": [c.__dict__ for c in self.casualties],
+                "notes": self.notes,
+                "methods": {
+                    "ci": CI_RULE.format(n=self.n_bootstrap, seed=self.bootstrap_seed),
+                    "learning": LEARNING_RULE,
+                    "n_bootstrap": self.n_bootstrap,
+                    "bootstrap_seed": self.bootstrap_seed,
+                },
+            }
+        )
+
+
+def spec_text(spec: dict[str, str]) -> str:
+    """``key=value`` pairs joined by spaces, or ``(any)`` for an empty spec."""
+    return " ".join(f"{k}={v}" for k, v in spec.items()) or "(any)"
+
+
+def json_clean(obj: Any) -> Any:
+    """JSON-ready copy: non-finite floats -> None, paths -> str, numpy scalars -> Python."""
+    if isinstance(obj, dict):
+        return {str(k): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_clean(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, np.generic):
+        return json_clean(obj.item())
+    return obj
