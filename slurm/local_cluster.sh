@@ -65,6 +65,7 @@ declare -A LOGFILE=(
 )
 
 T0_US=${EPOCHREALTIME/./}
+LAUNCH_PID=""  # pid of a daemon launched in the background, watched by wait_for
 
 elapsed() {  # seconds since the script started, one decimal
   local ds=$(((${EPOCHREALTIME/./} - T0_US) / 100000))
@@ -160,6 +161,8 @@ fail_step() {  # step logfile [reason]
       printf '[local_cluster] --- last 25 lines of %s ---\n' "$logfile"
       tail -n 25 "$logfile"
     fi
+    printf '[local_cluster] logs: %s; stop what did start: RLSWEEP_SLURM_DIR=%q %s down\n' \
+      "$LOG_DIR" "$STATE_DIR" "$0"
   } >&2
   exit 1
 }
@@ -174,9 +177,13 @@ wait_for() {
     if [[ -n $daemon && -s ${PIDFILE[$daemon]} ]] && ! daemon_pid "$daemon" >/dev/null; then
       fail_step "$step" "$logfile" "$daemon exited"
     fi
+    if [[ -n $LAUNCH_PID ]] && ! pid_alive "$LAUNCH_PID"; then
+      fail_step "$step" "$logfile" "$daemon exited"
+    fi
     ((SECONDS < deadline)) || fail_step "$step" "$logfile"
     sleep 0.2
   done
+  LAUNCH_PID=""
   log "ready: $step"
 }
 
@@ -191,7 +198,7 @@ node_ok() { [[ $(node_state) =~ ^(idle|mixed|allocated)$ ]]; }
 # Setup
 
 need_root() {
-  [[ $EUID -eq 0 ]] || die "'$1' must run as root (it installs packages and starts munged/mariadbd as their users)"
+  [[ $EUID -eq 0 ]] || die "'$1' must run as root (the daemons run as root, munge and mysql)"
 }
 
 ensure_packages() {
@@ -223,7 +230,7 @@ make_dirs() {
   install -d -m 0755 "$STATE_DIR" "$ETC_DIR" "$RUN_DIR" "$LOG_DIR" \
     "$STATE_DIR/slurmctld" "$STATE_DIR/slurmd"
   install -d -m 0755 -o munge -g munge "$MUNGE_DIR"
-  install -d -m 0750 -o mysql -g mysql "$MYSQL_DIR"
+  install -d -m 0755 -o mysql -g mysql "$MYSQL_DIR"  # the datadir inside stays private
   touch "$MARKER"
   runuser -u munge -- test -w "$MUNGE_DIR" ||
     die "user munge cannot reach $MUNGE_DIR: put RLSWEEP_SLURM_DIR somewhere all users can traverse (not under /root)"
@@ -284,7 +291,7 @@ start_munged() {
     log "starting munged"
     runuser -u munge -- /usr/sbin/munged --key-file="$MUNGE_KEY" --socket="$MUNGE_SOCKET" \
       --pid-file="${PIDFILE[munged]}" --log-file="${LOGFILE[munged]}" \
-      --seed-file="$MUNGE_DIR/munged.seed" </dev/null >>"$LOG_DIR/munged.stderr" 2>&1 ||
+      --seed-file="$MUNGE_DIR/munged.seed" </dev/null >>"$LOG_DIR/munged.stderr" 2>&1 9>&- ||
       fail_step "munged start" "$LOG_DIR/munged.stderr" "munged exited with an error"
   fi
   wait_for "munge -n | unmunge" munged munge_ok
@@ -302,11 +309,12 @@ start_mariadbd() {
     fi
     rm -f "${PIDFILE[mariadbd]}" "$MYSQL_SOCKET"
     log "starting mariadbd on 127.0.0.1:$DB_PORT"
-    setsid /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$MYSQL_DATA" \
+    UMASK=0644 setsid /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$MYSQL_DATA" \
       --socket="$MYSQL_SOCKET" --pid-file="${PIDFILE[mariadbd]}" \
       --bind-address=127.0.0.1 --port="$DB_PORT" --skip-name-resolve \
       --log-error="${LOGFILE[mariadbd]}" --innodb-buffer-pool-size=128M \
-      --innodb-lock-wait-timeout=900 </dev/null >>"$LOG_DIR/mariadbd.stderr" 2>&1 &
+      --innodb-lock-wait-timeout=900 </dev/null >>"$LOG_DIR/mariadbd.stderr" 2>&1 9>&- &
+    LAUNCH_PID=$!  # mariadbd does not fork: watch it until it answers
   fi
   wait_for "database ping" mariadbd db_ping
   local pass
@@ -323,7 +331,7 @@ start_slurmdbd() {
   if ! daemon_pid slurmdbd >/dev/null; then
     rm -f "${PIDFILE[slurmdbd]}"
     log "starting slurmdbd"
-    slurmdbd </dev/null >>"$LOG_DIR/slurmdbd.stderr" 2>&1 ||
+    slurmdbd </dev/null >>"$LOG_DIR/slurmdbd.stderr" 2>&1 9>&- ||
       fail_step "slurmdbd start" "${LOGFILE[slurmdbd]}" "slurmdbd exited with an error"
   fi
   wait_for "sacctmgr -n list cluster" slurmdbd dbd_ok
@@ -337,7 +345,7 @@ start_slurmctld() {
   if ! daemon_pid slurmctld >/dev/null; then
     rm -f "${PIDFILE[slurmctld]}"
     log "starting slurmctld"
-    slurmctld </dev/null >>"$LOG_DIR/slurmctld.stderr" 2>&1 ||
+    slurmctld </dev/null >>"$LOG_DIR/slurmctld.stderr" 2>&1 9>&- ||
       fail_step "slurmctld start" "${LOGFILE[slurmctld]}" "slurmctld exited with an error"
   fi
   wait_for "scontrol ping" slurmctld ctld_ok
@@ -347,7 +355,7 @@ start_slurmd() {
   if ! daemon_pid slurmd >/dev/null; then
     rm -f "${PIDFILE[slurmd]}"
     log "starting slurmd"
-    slurmd </dev/null >>"$LOG_DIR/slurmd.stderr" 2>&1 ||
+    slurmd </dev/null >>"$LOG_DIR/slurmd.stderr" 2>&1 9>&- ||
       fail_step "slurmd start" "${LOGFILE[slurmd]}" "slurmd exited with an error"
   fi
   wait_for "node idle in sinfo" slurmd node_ok
@@ -357,9 +365,11 @@ print_exports() {
   printf 'export SLURM_CONF=%q\n' "$SLURM_CONF_FILE"
 }
 
+# Serialises concurrent up/down calls. Daemons are started with `9>&-` so they do not inherit
+# (and hold forever) the lock.
 take_lock() {
   exec 9>"$STATE_DIR/.lock"
-  flock -w 600 9 || die "another local_cluster.sh holds $STATE_DIR/.lock"
+  flock -w 120 9 || die "another local_cluster.sh holds $STATE_DIR/.lock"
 }
 
 # ---------------------------------------------------------------------------------------------

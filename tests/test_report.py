@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from rlsweep import report as rp
+from rlsweep.report.render import render_markdown
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRACEBACK = (
@@ -346,7 +347,7 @@ def test_fingerprints(tmp_path: Path) -> None:
     assert mixed.ratio is None and mixed.fingerprint_mixed
     assert "mixed fingerprints within cell: cpu_model Intel Xeon vs AMD EPYC" in mixed.ratio_note
     assert any("mixed fingerprints" in n for n in report.notes)
-    md_text = rp._render_markdown(report)
+    md_text = render_markdown(report)
     assert "fingerprint differs: cpu_model AMD EPYC vs Intel Xeon" in md_text
 
 
@@ -457,7 +458,7 @@ def test_write_report_files_plots_and_atomicity(
         replaced.append((Path(src), Path(dst)))
         real_replace(src, dst)
 
-    monkeypatch.setattr(rp.os, "replace", spy)
+    monkeypatch.setattr(os, "replace", spy)
     out = tmp_path / "out"
     written = rp.write_report(report, out)
     names = {
@@ -582,3 +583,84 @@ def test_module_entry_point(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "sweep dir not found" in proc.stderr
+
+
+# ------------------------------------------------------------------------------- W&B
+
+
+def logged_sweep(root: Path, mode: str, group: str | None = None) -> Path:
+    """A 2-cell sweep whose jobs say they logged to W&B with ``mode`` (and ``group``)."""
+    sweep = root / "multirun" / "2026-11-29" / "21-00-00"
+    for num, (comp, rate) in enumerate([("none", 100.0), ("default", 150.0)]):
+        rec = make_record(compile=comp, rate=rate, num=num)
+        rec["config"] = {
+            "logger": {
+                "mode": mode,
+                "project": "proj",
+                "entity": "team",
+                "group": group,
+                "tags": [],
+            }
+        }
+        rec["job"]["sweep_dir"] = str(sweep)
+        write_job(sweep, num, rec)
+    return sweep
+
+
+def test_wandb_group_and_target(tmp_path: Path) -> None:
+    from rlsweep.report.wandb_log import wandb_group
+
+    assert wandb_group("/x/multirun/2026-11-29/21-00-00", None) == "2026-11-29/21-00-00"
+    assert wandb_group("/x/multirun/2026-11-29/21-00-00", "mine") == "mine"
+    target = rp.load_sweep(logged_sweep(tmp_path / "a", "offline")).wandb
+    assert target == rp.WandbTarget("offline", "proj", "team", "2026-11-29/21-00-00")
+    assert rp.load_sweep(logged_sweep(tmp_path / "b", "online", "g")).wandb.group == "g"
+    assert rp.load_sweep(logged_sweep(tmp_path / "c", "disabled")).wandb is None
+    assert rp.load_sweep(make_sweep(tmp_path / "d", TWO_BY_TWO)).wandb is None  # no logger
+
+
+def test_wandb_failure_only_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import wandb
+
+    calls: list[dict[str, Any]] = []
+
+    def broken_init(**kwargs: Any) -> None:
+        calls.append(kwargs)
+        raise RuntimeError("wandb service unreachable\nsecond line")
+
+    monkeypatch.setattr(wandb, "init", broken_init)
+    sweep = logged_sweep(tmp_path, "offline")
+    assert rp.main([str(sweep), "--no-plots", "--no-wandb"]) == 0
+    assert calls == [] and "W&B" not in capsys.readouterr().err
+    assert rp.main([str(sweep), "--no-plots"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        (
+            "rlsweep report: W&B logging failed (RuntimeError: wandb service unreachable); "
+            "the report files are written"
+        )
+    ]
+    (kwargs,) = calls
+    assert {k: kwargs[k] for k in ("mode", "project", "entity", "group", "job_type", "name")} == {
+        "mode": "offline",
+        "project": "proj",
+        "entity": "team",
+        "group": "2026-11-29/21-00-00",
+        "job_type": "report",
+        "name": "report",
+    }
+    assert kwargs["dir"] == str(sweep / "report")
+    assert {p.name for p in (sweep / "report").iterdir()} == {
+        "summary.csv",
+        "summary.md",
+        "report.json",
+    }
+    # write_report logs too, unless told not to
+    rp.write_report(rp.build_report(rp.load_sweep(sweep)), tmp_path / "out", plots=False)
+    assert len(calls) == 2 and "W&B logging failed" in capsys.readouterr().err
+    rp.write_report(
+        rp.build_report(rp.load_sweep(sweep)), tmp_path / "out", plots=False, log_wandb=False
+    )
+    assert len(calls) == 2

@@ -106,7 +106,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     failed = True
     ckpt = out_dir / CHECKPOINT_FILE
     try:
-        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt)
+        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
         record.update(outcome.record())
         record["status"] = "ok"
         failed = False

@@ -89,11 +89,13 @@ class LoopState:
 
 
 def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
-          checkpoint_path: Path | None = None) -> TrainOutcome:
+          checkpoint_path: Path | None = None, on_stop: Callable[[], None] | None = None) -> TrainOutcome:
     """Train ``cfg.algo`` on ``cfg.env`` for ``cfg.total_env_steps`` and measure every phase.
 
     With ``checkpoint_path``, a matching checkpoint there is resumed from, and a stop signal
     (preemption, Ctrl-C) or ``cfg.checkpoint_interval_s`` writes one at an iteration boundary.
+    ``on_stop`` runs after that checkpoint and before the job is requeued or interrupted (the job
+    flushes W&B there: a requeue kills the whole Slurm step, W&B's helper process included).
     """
     device = resolve_device(cfg.device)
     stop = StopSignals()
@@ -118,7 +120,9 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
                 state.resumed_at_env_steps.append(algo.env_steps)
                 log.info("resumed from %s at %d env steps", checkpoint_path, algo.env_steps)
             stop.install()
-            outcome = _loop(cfg, algo, timer, state, compile_stats, on_iteration, stop, checkpoint_path)
+            log.info("training %s on %s: %d env steps, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
+                     device)
+            outcome = _loop(cfg, algo, timer, state, compile_stats, on_iteration, stop, checkpoint_path, on_stop)
             outcome.toggles = {k: v.as_dict() for k, v in states.items()}
             outcome.compile = compile_stats.summary(cfg.compile.mode)
             outcome.compile["compile_s"] = round(outcome.compile["compile_s"] + state.compile_s_before, 6)
@@ -133,7 +137,8 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
 
 
 def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState, compile_stats: CompileStats,
-          on_iteration: IterationHook | None, stop: StopSignals, checkpoint_path: Path | None) -> TrainOutcome:
+          on_iteration: IterationHook | None, stop: StopSignals, checkpoint_path: Path | None,
+          on_stop: Callable[[], None] | None = None) -> TrainOutcome:
     from tqdm import tqdm
 
     iterations = algo.num_iterations(cfg.total_env_steps)
@@ -192,6 +197,8 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
             if checkpoint_path is not None and s.iteration < iterations:
                 if stop.signum is not None:
                     save_checkpoint()
+                    if on_stop is not None:
+                        on_stop()
                     stop.act()  # requeues (submitit) or raises Interrupted
                 if cfg.checkpoint_interval_s > 0 and time.perf_counter() - last_checkpoint >= cfg.checkpoint_interval_s:
                     save_checkpoint()

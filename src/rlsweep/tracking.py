@@ -118,6 +118,16 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001
             self._fail("summary", exc)
 
+    def preempted(self) -> None:
+        """Flush and close the run now: the job is about to be requeued (the same id continues)."""
+        if self.run is None:
+            return
+        try:
+            self.run.mark_preempting()
+        except Exception as exc:  # noqa: BLE001
+            self._fail("mark_preempting", exc)
+        self.finish(failed=True)
+
     def finish(self, failed: bool) -> None:
         if self.run is None:
             return

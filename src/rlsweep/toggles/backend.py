@@ -17,13 +17,14 @@ from rlsweep.toggles.base import Runtime, Toggle
 def default_num_threads() -> int:
     """The CPUs this job was given.
 
-    Slurm: ``--cpus-per-task``. submitit_local starts every job of a sweep at once on the same
+    Slurm: ``--cpus-per-task`` (else the CPUs allocated on the node). submitit_local starts every job of a sweep at once on the same
     machine, so each gets 1 (threads of side-by-side jobs would fight over the cores).
     Otherwise the process's affinity mask (taskset and cgroups restrict it).
     """
     import os
 
-    for var in ("RLSWEEP_CPUS_PER_JOB", "SLURM_CPUS_PER_TASK"):
+    # SLURM_CPUS_ON_NODE: what Slurm allocated when no --cpus-per-task was given
+    for var in ("RLSWEEP_CPUS_PER_JOB", "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
         if os.environ.get(var, "").isdigit():
             return max(1, int(os.environ[var]))
     if os.environ.get("SUBMITIT_EXECUTOR") == "local":

@@ -1,0 +1,84 @@
+"""``python -m sweeps.report <sweep_dir>``: load, compute, print the table, write the report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rlsweep.report.load import load_sweep
+from rlsweep.report.model import ReportInputError
+from rlsweep.report.render import render_table
+from rlsweep.report.stats import build_report
+from rlsweep.report.wandb_log import log_report
+from rlsweep.report.write import write_report
+
+
+def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeps.report",
+        description="Summarise a sweep: per-cell throughput, speed-up vs baseline, "
+        "toggle effects, learning check, casualties.",
+    )
+    parser.add_argument("sweep_dir", help="Hydra multirun directory of the sweep")
+    parser.add_argument(
+        "--baseline",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="baseline cell, override-style (default: every toggle off)",
+    )
+    parser.add_argument("--out", default=None, help="output folder (default: <sweep_dir>/report)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument(
+        "--no-wandb",
+        action="store_true",
+        help="do not log the report to W&B (default: log it when the sweep's jobs did)",
+    )
+    return parser.parse_args(list(argv))
+
+
+def main(argv: Sequence[str]) -> int:
+    """Command-line entry point.
+
+    Args:
+        argv: Arguments without the program name.
+
+    Returns:
+        0 when a report was produced (failed jobs included), 2 for bad input.
+    """
+    try:
+        args = _parse_args(argv)
+    except SystemExit as exc:  # argparse has already printed its message
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    baseline: dict[str, str] = {}
+    for item in args.baseline:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"error: bad --baseline item {item!r}: expected key=value", file=sys.stderr)
+            return 2
+        baseline[key.strip()] = value.strip()
+    try:
+        sweep = load_sweep(args.sweep_dir)
+        report = build_report(sweep, baseline or None)
+    except ReportInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out) if args.out else Path(args.sweep_dir) / "report"
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    print(render_table(report, color=color))
+    try:
+        written = write_report(report, out_dir, plots=not args.no_plots, log_wandb=False)
+    except OSError as exc:
+        print(f"error: cannot write report to {out_dir}: {exc}", file=sys.stderr)
+        return 2
+    print()
+    print(f"Wrote {len(written)} files to {out_dir}: {', '.join(p.name for p in written)}")
+    if report.wandb is not None and not args.no_wandb:
+        run_dir = log_report(report, out_dir, written)
+        if run_dir is not None:
+            print(f"W&B ({report.wandb.mode}) report run in group {report.wandb.group}: {run_dir}")
+    return 0

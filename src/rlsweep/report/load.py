@@ -1,0 +1,400 @@
+"""Reading a sweep: every job's result.json, the jobs multirun.yaml expects, the missing ones."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlsweep.report.model import (
+    SCHEMA_VERSION,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_MISSING,
+    STATUS_OK,
+    TOGGLE_NAMES,
+    UNKNOWN,
+    Job,
+    ReportInputError,
+    Sweep,
+)
+from rlsweep.report.overrides import (
+    is_toggle_dim,
+    norm_value,
+    override_dims,
+    override_signature,
+    record_dims,
+    split_override,
+)
+from rlsweep.report.wandb_log import wandb_target
+
+
+def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
+    """Read every job of a sweep directory.
+
+    Args:
+        sweep_dir: A Hydra multirun directory (job folders below it, possibly nested).
+
+    Returns:
+        The sweep, including failed and missing jobs.
+
+    Raises:
+        ReportInputError: The directory does not exist or holds no jobs at all.
+    """
+    root = Path(sweep_dir)
+    if not root.exists():
+        raise ReportInputError(f"sweep dir not found: {root}")
+    if not root.is_dir():
+        raise ReportInputError(f"sweep dir is not a directory: {root}")
+    notes: list[str] = []
+    result_paths, hydra_dirs = _walk(root)
+    hydra_set = set(hydra_dirs)
+    jobs: list[Job] = []
+    used_dirs: set[Path] = set()
+    for path in result_paths:
+        job_dir = path.parent
+        probe = path.parent
+        while True:
+            if probe in hydra_set:
+                job_dir = probe
+                break
+            if probe == root or probe.parent == probe:
+                break
+            probe = probe.parent
+        used_dirs.add(job_dir)
+        jobs.append(_load_job(path, job_dir))
+    for job_dir in hydra_dirs:
+        if job_dir in used_dirs:
+            continue
+        jobs.append(
+            _missing_job(
+                _read_hydra_overrides(job_dir) or [],
+                num=_dir_num(job_dir),
+                job_dir=job_dir,
+                raw_status="no result.json",
+                error_line="no result.json in job folder",
+            )
+        )
+
+    expected_jobs = None
+    multirun = root / "multirun.yaml"
+    if multirun.is_file():
+        try:
+            combos = _expand_overrides(_sweep_arguments(multirun), notes)
+        except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
+            notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
+            combos = []
+        if combos and combos != [[]]:
+            expected_jobs = len(combos)
+            jobs.extend(_match_expected(jobs, combos, notes))
+    if not jobs:
+        raise ReportInputError(
+            f"no jobs found under {root}: no result.json, no .hydra job folders, no multirun.yaml"
+        )
+    jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, str(j.job_dir)))
+    dims, toggle_dims = _assign_keys(jobs)
+    for job in jobs:
+        if job.record and job.record.get("schema_version") not in (None, SCHEMA_VERSION):
+            notes.append(
+                f"{job.result_path}: schema_version {job.record.get('schema_version')} "
+                f"(expected {SCHEMA_VERSION}); read anyway"
+            )
+    return Sweep(
+        sweep_dir=root,
+        jobs=jobs,
+        dims=dims,
+        toggle_dims=toggle_dims,
+        expected_jobs=expected_jobs,
+        notes=notes,
+        wandb=wandb_target(jobs, root),
+    )
+
+
+# ------------------------------------------------------------------------- job folders
+
+
+def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+    """result.json files and Hydra job folders under root, skipping .submitit."""
+    results: list[Path] = []
+    job_dirs: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".submitit"))
+        here = Path(dirpath)
+        if "result.json" in filenames:
+            results.append(here / "result.json")
+        if here.name == ".hydra" and "overrides.yaml" in filenames:
+            job_dirs.append(here.parent)
+    return results, job_dirs
+
+
+def _read_hydra_overrides(job_dir: Path | None) -> list[str] | None:
+    if job_dir is None:
+        return None
+    path = job_dir / ".hydra" / "overrides.yaml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return [str(x) for x in data] if isinstance(data, list) else None
+
+
+def _dir_num(job_dir: Path | None) -> int | None:
+    if job_dir is not None and job_dir.name.isdigit():
+        return int(job_dir.name)
+    return None
+
+
+def _last_line(text: Any) -> str | None:
+    if text is None:
+        return None
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def _missing_job(
+    overrides: list[str], *, num: int | None, job_dir: Path | None, raw_status: str, error_line: str
+) -> Job:
+    """A job without a result: started without writing one, or never started."""
+    return Job(
+        status=STATUS_MISSING,
+        overrides=overrides,
+        seed=override_dims(overrides)[1],
+        num=num,
+        job_dir=job_dir,
+        raw_status=raw_status,
+        error_line=error_line,
+    )
+
+
+def _load_job(result_path: Path, job_dir: Path) -> Job:
+    hydra_overrides = _read_hydra_overrides(job_dir)
+    try:
+        record = json.loads(result_path.read_text())
+        if not isinstance(record, dict):
+            raise TypeError("top level is not a JSON object")
+    except (OSError, ValueError, TypeError) as exc:
+        overrides = hydra_overrides or []
+        return Job(
+            status=STATUS_FAILED,
+            overrides=overrides,
+            seed=override_dims(overrides)[1],
+            num=_dir_num(job_dir),
+            job_dir=job_dir,
+            result_path=result_path,
+            raw_status="unreadable",
+            error_line=f"unreadable result.json: {type(exc).__name__}: {exc}",
+        )
+    overrides = record.get("overrides")
+    if not isinstance(overrides, list):
+        overrides = hydra_overrides or []
+    overrides = [str(o) for o in overrides]
+    raw_status = str(record.get("status") or "unknown")
+    if raw_status == STATUS_OK:
+        status = STATUS_OK
+    elif raw_status == STATUS_INTERRUPTED:
+        status = STATUS_INTERRUPTED
+    else:
+        status = STATUS_FAILED
+    error_line = None
+    if status != STATUS_OK:
+        error_line = _last_line(record.get("error")) or (
+            "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text"
+        )
+        if status == STATUS_FAILED and raw_status != STATUS_FAILED:
+            error_line = f"status {raw_status!r}: {error_line}"
+    seed = record.get("seed")
+    seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]
+    job_info = record.get("job") if isinstance(record.get("job"), dict) else {}
+    num = job_info.get("num")
+    return Job(
+        status=status,
+        overrides=overrides,
+        seed=seed_text,
+        num=num if isinstance(num, int) and not isinstance(num, bool) else _dir_num(job_dir),
+        job_dir=job_dir,
+        result_path=result_path,
+        record=record,
+        raw_status=raw_status,
+        error_line=error_line,
+    )
+
+
+def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
+    """Fill each job's cell key; returns the ordered dimensions and the toggle ones."""
+    names = list(TOGGLE_NAMES)
+    for job in jobs:
+        toggles = job.record.get("toggles")
+        if isinstance(toggles, dict):
+            names += [str(n) for n in toggles if str(n) not in names]
+    order: list[str] = []
+    raw: list[dict[str, str]] = []
+    for job in jobs:
+        dims, _ = override_dims(job.overrides)
+        dims.update(record_dims(job.record))
+        raw.append(dims)
+        for d in dims:
+            if d not in order:
+                order.append(d)
+
+    def signature(job: Job) -> tuple[tuple[str, str], ...]:
+        return tuple(p for p in override_signature(job.overrides) if p[0] != "seed")
+
+    # Jobs with the same non-seed overrides belong together: share known dimensions.
+    by_overrides: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    for job, dims in sorted(zip(jobs, raw), key=lambda jd: jd[0].status != STATUS_OK):
+        shared = by_overrides.setdefault(signature(job), {})
+        for d, v in dims.items():
+            shared.setdefault(d, v)
+    values: dict[str, set[str]] = {d: set() for d in order}
+    for dims in raw:
+        for d, v in dims.items():
+            values[d].add(v)
+    for job, dims in zip(jobs, raw):
+        sig = signature(job)
+        key = dict(dims)
+        for d in order:
+            if d in key:
+                continue
+            if d in by_overrides.get(sig, {}):
+                key[d] = by_overrides[sig][d]
+            elif len(values[d]) == 1:
+                key[d] = next(iter(values[d]))
+            else:
+                key[d] = UNKNOWN
+        job.key = key
+    context = [d for d in ("algo", "env_id") if d in order]
+    context += [d for d in order if d not in context and not is_toggle_dim(d, names)]
+    toggles = [d for name in names for d in order if d.split(".", 1)[0] == name]
+    return context + toggles, toggles
+
+
+# ---------------------------------------------------------------------- multirun.yaml
+
+
+def _sweep_arguments(multirun_yaml: Path) -> list[str]:
+    cfg = yaml.safe_load(multirun_yaml.read_text()) or {}
+    hydra_cfg = cfg.get("hydra") or {}
+    params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
+    task = (hydra_cfg.get("overrides") or {}).get("task") or []
+    return [f"{k}={_yaml_text(v)}" for k, v in params.items()] + [str(t) for t in task]
+
+
+def _yaml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def _expand_overrides(arguments: list[str], notes: list[str]) -> list[list[str]]:
+    """Cartesian product of a sweep's override lists, in Hydra's job order."""
+    try:
+        lists = _hydra_sweep_lists(arguments)
+    except ImportError:
+        lists = _comma_sweep_lists(arguments)
+    except Exception as exc:  # noqa: BLE001 - any parser failure: fall back, say so
+        notes.append(f"multirun.yaml overrides not parsed by Hydra ({exc}); split on commas")
+        lists = _comma_sweep_lists(arguments)
+    combos: list[list[str]] = [[]]
+    for options in lists.values():
+        combos = [combo + [opt] for combo in combos for opt in options]
+    return combos
+
+
+def _hydra_sweep_lists(arguments: list[str]) -> dict[str, list[str]]:
+    """Each key's ``key=value`` options, parsed by Hydra's own override grammar."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    lists: dict[str, list[str]] = {}
+    for ov in OverridesParser.create().parse_overrides(arguments):
+        key = ov.get_key_element()
+        if ov.is_sweep_override():
+            if not ov.is_discrete_sweep():
+                raise ValueError(f"non-discrete sweep {key}")
+            lists[key] = [f"{key}={v}" for v in ov.sweep_string_iterator()]
+        else:
+            lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
+    return lists
+
+
+def _comma_sweep_lists(arguments: list[str]) -> dict[str, list[str]]:
+    """Each key's ``key=value`` options, split on top-level commas (no Hydra parser)."""
+    lists: dict[str, list[str]] = {}
+    for text in arguments:
+        key, value = split_override(text)
+        lists[key] = [f"{key}={v}" for v in _top_level_split(value)]
+    return lists
+
+
+def _top_level_split(value: str) -> list[str]:
+    parts, depth, quote, current = [], 0, "", []
+    for ch in value:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            current.append(ch)
+        elif ch in "([{":
+            depth += 1
+            current.append(ch)
+        elif ch in ")]}":
+            depth -= 1
+            current.append(ch)
+        elif ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current).strip())
+    return parts
+
+
+def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) -> list[Job]:
+    """Match the multirun.yaml expansion to found jobs; returns the missing ones.
+
+    A job matches a combination when its overrides equal it after normalisation
+    (``3e-4`` == ``0.0003``, ``True`` == ``true``); failing that, when its overrides
+    restricted to the combination's keys do (a job may carry extra overrides).
+    """
+    pool: dict[tuple[tuple[str, str], ...], list[Job]] = {}
+    for job in jobs:
+        pool.setdefault(override_signature(job.overrides), []).append(job)
+    unmatched: list[tuple[int, list[str]]] = []
+    for index, combo in enumerate(combos):
+        matches = pool.get(override_signature(combo))
+        if matches:
+            job = matches.pop(0)
+            job.num = index if job.num is None else job.num
+        else:
+            unmatched.append((index, combo))
+    leftover = [j for group in pool.values() for j in group]
+    missing: list[Job] = []
+    for index, combo in unmatched:
+        want = override_signature(combo)
+        keys = {k for k, _ in want}
+        for job in leftover:
+            have = tuple(p for p in override_signature(job.overrides) if p[0] in keys)
+            if have == want:
+                leftover.remove(job)
+                job.num = index if job.num is None else job.num
+                break
+        else:
+            missing.append(
+                _missing_job(
+                    list(combo),
+                    num=index,
+                    job_dir=None,
+                    raw_status="not started",
+                    error_line="in multirun.yaml but no job folder or result.json",
+                )
+            )
+    if leftover:
+        where = ", ".join(str(j.job_dir or j.result_path) for j in leftover[:5])
+        notes.append(f"{len(leftover)} job(s) not in the multirun.yaml expansion (kept): {where}")
+    return missing

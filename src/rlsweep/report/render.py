@@ -1,0 +1,404 @@
+"""Text forms of a report: the terminal table, summary.md, and the per-cell summary table.
+
+The per-cell summary table (:func:`summary_table`) is written as summary.csv and logged to W&B
+with the same columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+from rlsweep.report.model import CI_RULE, LEARNING_RULE, PHASES, CellSummary, Report
+
+
+def _fmt(value: float | None, spec: str = ".4g") -> str:
+    if value is None:
+        return "-"
+    return format(value, spec)
+
+
+def _ci_text(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "-"
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def _return_text(cell: CellSummary) -> str:
+    if cell.final_return_median is None:
+        return "-"
+    if cell.final_return_spread is None:
+        return f"{cell.final_return_median:.4g}"
+    return f"{cell.final_return_median:.4g} ± {cell.final_return_spread:.3g}"
+
+
+def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
+    """("<toggle> n/a: <reason>", "all cells" or the cell labels), in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for cell in report.cells:
+        for entry in cell.not_applicable:
+            name, _, reason = entry.partition(": ")
+            groups.setdefault(f"{name} n/a: {reason}", []).append(cell.label)
+    with_records = [c for c in report.cells if c.n_ok + c.n_failed > 0]
+    out = []
+    for text, labels in groups.items():
+        where = "all cells" if len(labels) == len(with_records) > 1 else ", ".join(labels)
+        out.append((text, where))
+    return out
+
+
+# ---------------------------------------------------------------------------- terminal
+
+
+def _extremes(report: Report) -> tuple[CellSummary | None, CellSummary | None]:
+    rated = [c for c in report.cells if c.ratio is not None and not c.is_baseline]
+    if len(rated) < 2:
+        return None, None
+    best = max(rated, key=lambda c: c.ratio or 0.0)
+    worst = min(rated, key=lambda c: c.ratio or 0.0)
+    return (best, worst) if best is not worst else (None, None)
+
+
+def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "cell",
+        "ok",
+        "fail",
+        "miss",
+        "env_steps/s",
+        "ratio",
+        "95% CI",
+        "method",
+        "compile_s",
+        "breaks/recomp",
+        "final_return",
+        "flags",
+    ]
+    rows = []
+    for cell in report.cells:
+        flags = []
+        if cell.is_baseline:
+            flags.append("baseline")
+        if cell.learning_flag:
+            flags.append("LEARNING")
+        if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
+            flags.append(cell.ratio_note)
+        gb = (
+            f"{_fmt(cell.graph_breaks, 'd')}/{_fmt(cell.recompiles, 'd')}"
+            if cell.graph_breaks is not None or cell.recompiles is not None
+            else "-"
+        )
+        rows.append(
+            [
+                ("* " if cell.is_baseline else "  ") + cell.label,
+                str(cell.n_ok),
+                str(cell.n_failed),
+                str(cell.n_missing),
+                _fmt(cell.env_steps_per_s, ".1f"),
+                _fmt(cell.ratio, ".3f"),
+                _ci_text(cell.ci_low, cell.ci_high) if not cell.is_baseline else "-",
+                cell.ci_method or "-",
+                _fmt(cell.compile_s, ".2f"),
+                gb,
+                _return_text(cell),
+                "; ".join(flags),
+            ]
+        )
+    return header, rows
+
+
+def render_table(report: Report, color: bool) -> str:
+    """Plain-text table for the terminal.
+
+    Args:
+        report: The computed report.
+        color: Use ANSI bold/colour for the best (green) and worst (red) ratio.
+
+    Returns:
+        The rendered text (no trailing newline).
+    """
+    header, rows = _table_rows(report)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    best, worst = _extremes(report) if color else (None, None)
+    ratio_col = header.index("ratio")
+
+    def line(row: list[str], cell: CellSummary | None = None) -> str:
+        parts = []
+        for i, text in enumerate(row[:-1]):
+            padded = text.rjust(widths[i]) if i else text.ljust(widths[i])
+            if cell is not None and i in (0, ratio_col):
+                if cell is best:
+                    padded = f"\x1b[1;32m{padded}\x1b[0m"
+                elif cell is worst:
+                    padded = f"\x1b[1;31m{padded}\x1b[0m"
+            parts.append(padded)
+        parts.append(row[-1])
+        return "  ".join(parts).rstrip()
+
+    counts = report.counts
+    expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
+    out = [
+        (
+            f"Sweep {report.sweep_dir}: {report.n_jobs} jobs{expected} "
+            f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)"
+        ),
+        "Baseline: " + report.baseline_text,
+        "",
+        line(header),
+    ]
+    out += [line(row, cell) for row, cell in zip(rows, report.cells)]
+    if report.marginal_effects:
+        out += ["", "Which toggle pays (geometric mean of pair ratios):"]
+        for eff in report.marginal_effects:
+            rank = f"{eff.rank}." if eff.rank else "-"
+            out.append(
+                f"  {rank:>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
+                f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
+                + (f" ({eff.ci_method})" if eff.ci_method else "")
+            )
+    details = [f"  {where}: {text}" for text, where in _not_applicable_groups(report)]
+    for cell in report.cells:
+        if cell.learning_flag:
+            details.append(f"  {cell.label}: LEARNING differs: {cell.learning_note}")
+    for cas in report.casualties:
+        details.append(f"  {cas.cell} (seed {cas.seed}): {cas.status}: {cas.detail}")
+    for note in report.notes:
+        details.append(f"  {note}")
+    if details:
+        out += ["", "Notes:", *details]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- markdown
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report) -> str:
+    """summary.md: cells, toggle effects, learning check, casualties, fingerprints, method."""
+    counts = report.counts
+    lines = [
+        f"# Sweep report: `{report.sweep_dir}`",
+        "",
+        f"Jobs: {report.n_jobs}"
+        + (f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else "")
+        + f": {counts['ok']} ok, {counts['failed']} failed "
+        f"({counts['interrupted']} interrupted), {counts['missing']} missing.",
+        "",
+        "Baseline: `"
+        + report.baseline_text
+        + "` → "
+        + ", ".join(f"`{b}`" for b in report.baseline_labels),
+        "",
+        "## Cells",
+        "",
+    ]
+    header = [
+        "cell",
+        "ok",
+        "failed",
+        "missing",
+        "env_steps_per_s",
+        "ratio",
+        "95% CI",
+        "CI method",
+        *[f"{p} median_ms" for p in PHASES],
+        "compile_s",
+        "graph_breaks",
+        "recompiles",
+        "final_return",
+        "learning",
+        "notes",
+    ]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for cell in report.cells:
+        notes = []
+        if cell.ratio_note and not cell.is_baseline:
+            notes.append(cell.ratio_note)
+        notes += [
+            f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable
+        ]
+        notes += cell.errors
+        row = [
+            f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
+            str(cell.n_ok),
+            str(cell.n_failed),
+            str(cell.n_missing),
+            _fmt(cell.env_steps_per_s, ".1f"),
+            _fmt(cell.ratio, ".3f"),
+            "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
+            cell.ci_method or "-",
+            *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
+            _fmt(cell.compile_s, ".2f"),
+            _fmt(cell.graph_breaks, "d"),
+            _fmt(cell.recompiles, "d"),
+            _return_text(cell),
+            "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"),
+            "; ".join(notes),
+        ]
+        lines.append("| " + " | ".join(_md_escape(x) for x in row) + " |")
+    lines += ["", "## Which toggle pays", ""]
+    if report.marginal_effects:
+        lines.append("| rank | change | effect (geo-mean ratio) | 95% CI | pairs | CI method |")
+        lines.append("|---|---|---|---|---|---|")
+        for eff in report.marginal_effects:
+            lines.append(
+                f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {_fmt(eff.effect, '.3f')} | "
+                f"{_ci_text(eff.ci_low, eff.ci_high)} | {eff.n_pairs} | {eff.ci_method or '-'} |"
+            )
+        for eff in report.marginal_effects:
+            for skip in eff.skipped:
+                lines.append(f"- {_md_escape(eff.label)}: pair skipped: {skip}")
+    else:
+        lines.append("No toggle varies in this sweep.")
+    lines += ["", "## Learning check", "", LEARNING_RULE, ""]
+    flagged = [c for c in report.cells if c.learning_flag]
+    lines += [f"- **{c.label}**: {c.learning_note}" for c in flagged] or ["No cell flagged."]
+    lines += ["", "## Casualties", ""]
+    lines += [
+        f"- `{c.cell}` seed {c.seed}: **{c.status}**: {c.detail} ({c.where})"
+        for c in report.casualties
+    ] or ["None."]
+    lines += ["", "## Not-applicable toggles", ""]
+    lines += [f"- {where}: {text}" for text, where in _not_applicable_groups(report)] or ["None."]
+    lines += ["", "## Fingerprints", ""]
+    fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
+    for fp in sorted(fps):
+        lines.append(f"- `{fp}`")
+    fp_notes = [n for n in report.notes if "fingerprint" in n]
+    lines += [f"- {n}" for n in fp_notes]
+    if not fps and not fp_notes:
+        lines.append("No fingerprints recorded.")
+    other = [n for n in report.notes if "fingerprint" not in n]
+    if other:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in other]
+    lines += [
+        "",
+        "## Method",
+        "",
+        CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ per-cell summary table
+
+
+def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
+    """The per-cell summary: column names and one row of raw values per cell.
+
+    The columns of summary.csv and of the W&B ``report/cells`` table. Values are Python
+    values (None, bool, int, float, str, or a list for per-seed values).
+    """
+    columns = [
+        "cell",
+        *report.varied_dims,
+        "is_baseline",
+        "baseline_cell",
+        "n_ok",
+        "n_failed",
+        "n_interrupted",
+        "n_missing",
+        "seeds_ok",
+        "env_steps_per_s",
+        "env_steps_per_s_seeds",
+        "updates_per_s",
+        "ratio",
+        "ci_low",
+        "ci_high",
+        "ci_method",
+        "ratio_note",
+        *[f"{p}_median_ms" for p in PHASES],
+        *[f"{p}_total_s" for p in PHASES],
+        "compile_s",
+        "graph_breaks",
+        "recompiles",
+        "final_return_median",
+        "final_return_spread",
+        "final_return_spread_kind",
+        "learning_flag",
+        "learning_note",
+        "not_applicable",
+        "fingerprint_note",
+        "errors",
+    ]
+    rows = []
+    for cell in report.cells:
+        values: dict[str, Any] = dict(cell.varied)
+        values.update(
+            {
+                "cell": cell.label,
+                "is_baseline": cell.is_baseline,
+                "baseline_cell": cell.baseline_label,
+                **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
+                **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
+            }
+        )
+        for name in columns:
+            if name not in values and hasattr(cell, name):
+                values[name] = getattr(cell, name)
+        rows.append([values.get(name) for name in columns])
+    return columns, rows
+
+
+def effects_table(report: Report) -> tuple[list[str], list[list[Any]]]:
+    """The marginal effects: column names and one row of raw values per toggle change."""
+    columns = [
+        "rank",
+        "change",
+        "toggle",
+        "from_value",
+        "to_value",
+        "effect",
+        "ci_low",
+        "ci_high",
+        "ci_method",
+        "n_pairs",
+        "skipped",
+    ]
+    rows = [
+        [
+            eff.rank,
+            eff.label,
+            eff.toggle,
+            eff.from_value,
+            eff.to_value,
+            eff.effect,
+            eff.ci_low,
+            eff.ci_high,
+            eff.ci_method,
+            eff.n_pairs,
+            eff.skipped,
+        ]
+        for eff in report.marginal_effects
+    ]
+    return columns, rows
+
+
+def cell_text(value: Any) -> str:
+    """A summary-table value as CSV text: "" for None/non-finite, lists joined by ";"."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    if isinstance(value, list):
+        return ";".join(cell_text(v) for v in value)
+    return str(value)
+
+
+def render_csv(report: Report) -> str:
+    """summary.csv: :func:`summary_table` as text."""
+    columns, rows = summary_table(report)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([cell_text(v) for v in row])
+    return buf.getvalue()

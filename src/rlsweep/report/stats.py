@@ -1,0 +1,530 @@
+"""Pure computation: cells, ratios with bootstrap CIs, marginal effects, the learning check.
+
+The methods are described in the package docstring (:mod:`rlsweep.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rlsweep.report.model import (
+    BOOTSTRAP_SEED,
+    DEFAULT_BASELINE,
+    FINGERPRINT_FIELDS,
+    LEARNING_REL_FLOOR,
+    LEARNING_SD_FACTOR,
+    N_BOOTSTRAP,
+    PHASES,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_MISSING,
+    STATUS_OK,
+    UNKNOWN,
+    Casualty,
+    CellSummary,
+    Job,
+    MarginalEffect,
+    PairRatio,
+    Report,
+    ReportInputError,
+    Sweep,
+    spec_text,
+)
+from rlsweep.report.overrides import norm_key, norm_value
+
+
+def build_report(
+    sweep: Sweep,
+    baseline: dict[str, str] | None = None,
+    *,
+    n_bootstrap: int = N_BOOTSTRAP,
+    bootstrap_seed: int = BOOTSTRAP_SEED,
+) -> Report:
+    """Compute per-cell numbers, ratios vs the baseline, toggle effects and flags.
+
+    Args:
+        sweep: The loaded sweep.
+        baseline: Override-style baseline choice (e.g. ``{"compile": "none"}``); entries
+            replace the all-toggles-off default. None uses the default.
+        n_bootstrap: Bootstrap resamples per CI.
+        bootstrap_seed: RNG seed; the same inputs give the same CIs.
+
+    Returns:
+        The report (pure data; nothing is written).
+
+    Raises:
+        ReportInputError: An unknown baseline key, no cell matching the baseline, or
+            more than one matching cell within one context.
+    """
+    dims = sweep.dims
+    groups: dict[tuple[str, ...], list[Job]] = {}
+    for job in sweep.jobs:
+        groups.setdefault(tuple(job.key.get(d, UNKNOWN) for d in dims), []).append(job)
+    varied = [d for i, d in enumerate(dims) if len({k[i] for k in groups}) > 1]
+    cells = [_summarise_cell(dict(zip(dims, k)), varied, jobs) for k, jobs in groups.items()]
+    label_of = {k: cell.label for k, cell in zip(groups, cells)}
+    first_num = {
+        id(c): min((j.num for j in jobs if j.num is not None), default=10**9)
+        for c, jobs in zip(cells, groups.values())
+    }
+
+    spec, user_keys = _parse_baseline(baseline, dims, varied)
+    context = [d for d in dims if d not in sweep.toggle_dims and d not in user_keys]
+    spec = _fallback_defaults(cells, spec, user_keys)
+    by_context = _baseline_cells(cells, spec, context, dims)
+    for cand in by_context.values():
+        cand.is_baseline = True
+
+    cells.sort(key=lambda c: (not c.is_baseline, first_num[id(c)], c.label))
+    for cell in cells:
+        base = by_context.get(tuple(cell.key.get(d, UNKNOWN) for d in context))
+        if base is None:
+            where = " ".join(f"{d}={cell.key.get(d)}" for d in context)
+            cell.ratio_note = f"no baseline cell in this context ({where})"
+            cell.learning_note = "not assessed: no baseline cell"
+            continue
+        cell.baseline_label = base.label
+        if cell is base:
+            if base.env_steps_per_s is not None:
+                cell.ratio, cell.ci_low, cell.ci_high = 1.0, 1.0, 1.0
+            cell.ci_method = "baseline"
+            cell.ratio_note = "baseline" if base.env_steps_per_s else "baseline has no ok jobs"
+            cell.learning_note = "baseline"
+            continue
+        _compare_with_baseline(cell, base, n_bootstrap, bootstrap_seed)
+
+    toggles_varied = [d for d in varied if d in sweep.toggle_dims]
+    effects = _marginal_effects(cells, dims, toggles_varied, spec, n_bootstrap, bootstrap_seed)
+
+    casualties = []
+    for job in sweep.jobs:
+        if job.status == STATUS_OK:
+            continue
+        where = job.job_dir or job.result_path
+        casualties.append(
+            Casualty(
+                cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)],
+                seed=job.seed,
+                status=job.status,
+                detail=job.error_line or "",
+                where=str(where) if where else f"job {job.num} (never started)",
+            )
+        )
+
+    return Report(
+        sweep_dir=sweep.sweep_dir,
+        baseline_spec=spec,
+        baseline_labels=[c.label for c in cells if c.is_baseline],
+        varied_dims=varied,
+        cells=cells,
+        marginal_effects=effects,
+        casualties=casualties,
+        notes=list(sweep.notes) + _cell_notes(cells),
+        n_jobs=len(sweep.jobs),
+        expected_jobs=sweep.expected_jobs,
+        n_bootstrap=n_bootstrap,
+        bootstrap_seed=bootstrap_seed,
+        wandb=sweep.wandb,
+    )
+
+
+# ----------------------------------------------------------------------------- cells
+
+
+def _num(value: Any) -> float | None:
+    """A finite float, or None for anything else (None, NaN, text, bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
+def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def _append_num(values: list[float], value: Any) -> bool:
+    """Append value when it is a finite number; returns whether it was."""
+    number = _num(value)
+    if number is not None:
+        values.append(number)
+    return number is not None
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return float(np.median(values)) if len(values) else None
+
+
+def _fingerprint_key(fp: dict[str, Any]) -> tuple[str, ...]:
+    """The compared fingerprint fields as comparable text (hostname is not one of them)."""
+    return tuple(json.dumps(fp.get(name), sort_keys=True) for name in FINGERPRINT_FIELDS)
+
+
+def _fingerprint_diff(a: tuple[str, ...], b: tuple[str, ...]) -> str:
+    parts = [
+        f"{name} {json.loads(x)} vs {json.loads(y)}"
+        for name, x, y in zip(FINGERPRINT_FIELDS, a, b)
+        if x != y
+    ]
+    return "; ".join(parts)
+
+
+def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> CellSummary:
+    label = " ".join(f"{d}={key.get(d, UNKNOWN)}" for d in varied) or "all"
+    cell = CellSummary(label=label, key=dict(key), varied={d: key.get(d, UNKNOWN) for d in varied})
+    ok = [j for j in jobs if j.status == STATUS_OK]
+    cell.n_ok = len(ok)
+    cell.n_failed = sum(j.status in (STATUS_FAILED, STATUS_INTERRUPTED) for j in jobs)
+    cell.n_interrupted = sum(j.status == STATUS_INTERRUPTED for j in jobs)
+    cell.n_missing = sum(j.status == STATUS_MISSING for j in jobs)
+    cell.seeds_ok = [j.seed if j.seed is not None else UNKNOWN for j in ok]
+
+    updates: list[float] = []
+    compile_s: list[float] = []
+    breaks: list[float] = []
+    recompiles: list[float] = []
+    returns: list[float] = []
+    eval_sds: list[float] = []
+    for job in ok:
+        rec = job.record
+        thr, comp, learn = (_section(rec, name) for name in ("throughput", "compile", "learning"))
+        rate = _num(thr.get("env_steps_per_s"))
+        if rate is not None and rate > 0:
+            cell.env_steps_per_s_seeds.append(rate)
+        for value in thr.get("per_iteration_env_steps_per_s") or []:
+            it_rate = _num(value)
+            if it_rate is not None and it_rate > 0:
+                cell.iteration_env_steps_per_s.append(it_rate)
+        _append_num(updates, thr.get("updates_per_s"))
+        _append_num(compile_s, comp.get("compile_s"))
+        _append_num(breaks, comp.get("graph_breaks"))
+        _append_num(recompiles, comp.get("recompiles"))
+        if _append_num(returns, learn.get("final_return")):
+            _append_num(eval_sds, learn.get("final_return_std"))
+        curve = _section(learn, "curve")
+        if curve.get("episode_return"):
+            cell.curves.append(
+                {
+                    "seed": job.seed,
+                    "env_steps": list(curve.get("env_steps") or []),
+                    "wall_s": list(curve.get("wall_s") or []),
+                    "episode_return": list(curve.get("episode_return") or []),
+                }
+            )
+    _summarise_phases(cell, [_section(j.record, "timings") for j in ok])
+    cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
+    cell.updates_per_s = _median(updates)
+    cell.compile_s = _median(compile_s)
+    cell.graph_breaks = int(max(breaks)) if breaks else None
+    cell.recompiles = int(max(recompiles)) if recompiles else None
+    cell.final_returns = returns
+    cell.final_return_median = _median(returns)
+    if len(returns) >= 2:
+        cell.final_return_spread = float(np.std(returns, ddof=1))
+        cell.final_return_spread_kind = "seed_sd"
+    elif len(returns) == 1 and eval_sds:
+        cell.final_return_spread = eval_sds[0]
+        cell.final_return_spread_kind = "eval_sd"
+
+    for job in jobs:
+        toggles = _section(job.record, "toggles")
+        for name, entry in toggles.items():
+            if isinstance(entry, dict) and entry.get("applied") is False:
+                text = f"{name}: {entry.get('reason') or 'not applied (no reason given)'}"
+                if text not in cell.not_applicable:
+                    cell.not_applicable.append(text)
+        if job.status != STATUS_OK:
+            seed = f"seed {job.seed}" if job.seed is not None else "seed ?"
+            cell.errors.append(f"{job.status} ({seed}): {job.error_line}")
+
+    fps: list[tuple[str, ...]] = []
+    for job in ok:
+        fp = _fingerprint_key(_section(job.record, "fingerprint"))
+        if fp not in fps:
+            fps.append(fp)
+    if len(fps) == 1:
+        cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
+    elif len(fps) > 1:
+        cell.fingerprint_mixed = True
+        cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(
+            fps[0], fps[1]
+        )
+    return cell
+
+
+def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
+    """Median over seeds of each phase's median_ms and total_s (total from count if absent)."""
+    for phase in PHASES:
+        medians, totals = [], []
+        for t in timings:
+            entry = _section(t, phase)
+            med = _num(entry.get("median_ms"))
+            if med is not None:
+                medians.append(med)
+            total = _num(entry.get("total_s"))
+            if total is None and med is not None and _num(entry.get("count")) is not None:
+                total = med * float(entry["count"]) / 1000.0
+            if total is not None:
+                totals.append(total)
+        cell.phase_median_ms[phase] = _median(medians)
+        cell.phase_total_s[phase] = _median(totals)
+
+
+def _cell_notes(cells: list[CellSummary]) -> list[str]:
+    """Duplicate seeds and fingerprint problems, one note per cell and problem."""
+    notes = []
+    for cell in cells:
+        seeds = [s for s in cell.seeds_ok if s != UNKNOWN]
+        if len(set(seeds)) < len(seeds):
+            notes.append(f"{cell.label}: duplicate seeds {sorted(seeds)} (all kept)")
+        if cell.fingerprint_mixed:
+            notes.append(f"{cell.label}: {cell.fingerprint_note}")
+        elif cell.ratio_note and cell.ratio_note.startswith("fingerprint differs"):
+            notes.append(f"{cell.label}: {cell.ratio_note}")
+    return notes
+
+
+# -------------------------------------------------------------------------- baseline
+
+
+def _parse_baseline(
+    baseline: dict[str, str] | None, dims: list[str], varied: list[str]
+) -> tuple[dict[str, str], set[str]]:
+    """Default baseline restricted to varied dims, overlaid with the user's choice."""
+    spec = {d: v for d, v in DEFAULT_BASELINE.items() if d in varied}
+    user: set[str] = set()
+    for raw_key, raw_value in (baseline or {}).items():
+        key = norm_key(str(raw_key))
+        if key not in dims:
+            known = ", ".join(dims) or "(none)"
+            raise ReportInputError(f"unknown baseline key {raw_key!r}; known keys: {known}")
+        spec[key] = norm_value(raw_value)
+        user.add(key)
+    return spec, user
+
+
+def _fallback_defaults(cells: list[CellSummary], spec: dict[str, str], user: set[str]) -> dict[str, str]:
+    """A default ("off") value that no cell has is replaced by the sweep's first value.
+
+    ``compile=default,max-autotune`` has no ``compile=none`` cell: its baseline is then
+    ``compile=default`` (values ordered as the toggle lists them, else alphabetically). Values
+    the user chose with ``--baseline`` are never replaced.
+    """
+    from rlsweep.config import COMPILE_MODES, DTYPES
+
+    order = {"compile": COMPILE_MODES, "dtype": DTYPES}
+    out = dict(spec)
+    for dim, value in spec.items():
+        present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}
+        if dim in user or value in present or not present:
+            continue
+        known = order.get(dim, ())
+        out[dim] = sorted(present, key=lambda v: (known.index(v) if v in known else len(known), v))[0]
+    return out
+
+
+def _baseline_cells(
+    cells: list[CellSummary], spec: dict[str, str], context: list[str], dims: list[str]
+) -> dict[tuple[str, ...], CellSummary]:
+    """The one cell matching the baseline spec in each context."""
+    candidates = [c for c in cells if all(c.key.get(d) == v for d, v in spec.items())]
+    text = spec_text(spec)
+    if not candidates:
+        options = "; ".join(
+            f"{d} in {{{', '.join(sorted({c.key.get(d, UNKNOWN) for c in cells}))}}}" for d in spec
+        )
+        raise ReportInputError(f"no cell matches baseline {text} (values in sweep: {options})")
+    by_context: dict[tuple[str, ...], CellSummary] = {}
+    for cand in candidates:
+        ctx = tuple(cand.key.get(d, UNKNOWN) for d in context)
+        if ctx in by_context:
+            other = by_context[ctx]
+            differ = [d for d in dims if other.key.get(d) != cand.key.get(d)]
+            raise ReportInputError(
+                f"baseline {text} is ambiguous: cells {other.label!r} and {cand.label!r} "
+                f"both match; pin {', '.join(differ)} with --baseline"
+            )
+        by_context[ctx] = cand
+    return by_context
+
+
+# ------------------------------------------------------------------------- comparison
+
+
+def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
+    """Why two cells' throughput can't be compared, or None when it can."""
+    if cell.env_steps_per_s is None:
+        if cell.n_ok == 0:
+            return f"no ok jobs ({cell.n_failed} failed, {cell.n_missing} missing)"
+        return "no env_steps_per_s in ok jobs"
+    if base.env_steps_per_s is None:
+        return f"baseline ({base.label}) has no ok jobs with env_steps_per_s"
+    if cell.fingerprint_mixed:
+        return cell.fingerprint_note
+    if base.fingerprint_mixed:
+        return f"baseline ({base.label}) has {base.fingerprint_note}"
+    if cell.fingerprint is not None and base.fingerprint is not None:
+        fp_cell, fp_base = _fingerprint_key(cell.fingerprint), _fingerprint_key(base.fingerprint)
+        if fp_cell != fp_base:
+            return "fingerprint differs: " + _fingerprint_diff(fp_cell, fp_base)
+    return None
+
+
+def _compare_with_baseline(
+    cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int
+) -> None:
+    """Fill the cell's ratio, CI and learning flag relative to its baseline cell."""
+    why = _comparable(cell, base)
+    if why is None:
+        assert cell.env_steps_per_s is not None and base.env_steps_per_s is not None
+        cell.ratio = cell.env_steps_per_s / base.env_steps_per_s
+        samples, method = _ratio_samples(
+            cell, base, _rng(bootstrap_seed, cell.label + "|" + base.label), n_bootstrap
+        )
+        cell.ci_method = method or "none"
+        if samples is not None:
+            cell.ci_low = float(np.percentile(samples, 2.5))
+            cell.ci_high = float(np.percentile(samples, 97.5))
+        else:
+            cell.ratio_note = "no CI: no per-iteration throughput"
+    else:
+        cell.ratio_note = why
+    cell.learning_flag, cell.learning_note = _learning_check(cell, base)
+
+
+def _bootstrap_medians(values: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    out = np.empty(n)
+    chunk = max(1, 2_000_000 // max(1, len(values)))
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        idx = rng.integers(0, len(values), size=(stop - start, len(values)))
+        out[start:stop] = np.median(values[idx], axis=1)
+    return out
+
+
+def _ratio_samples(
+    cell: CellSummary, base: CellSummary, rng: np.random.Generator, n: int
+) -> tuple[np.ndarray | None, str | None]:
+    """Bootstrap samples of median(cell) / median(base) and the method used."""
+    if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
+        x, y, method = cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, "seeds"
+    else:
+        x, y = cell.iteration_env_steps_per_s, base.iteration_env_steps_per_s
+        method = "iterations"
+        if not x or not y:
+            return None, None
+    num = _bootstrap_medians(np.asarray(x, dtype=float), rng, n)
+    den = _bootstrap_medians(np.asarray(y, dtype=float), rng, n)
+    return num / den, method
+
+
+def _rng(seed: int, label: str) -> np.random.Generator:
+    """A generator per comparison, so adding a cell does not shift the others' CIs."""
+    return np.random.default_rng([seed, zlib.crc32(label.encode())])
+
+
+def _learning_check(cell: CellSummary, base: CellSummary) -> tuple[bool | None, str]:
+    if cell.final_return_median is None or base.final_return_median is None:
+        return None, "not assessed: no final_return"
+    spreads = [s for s in (cell.final_return_spread, base.final_return_spread) if s is not None]
+    if not spreads:
+        return None, "not assessed: no noise estimate (1 seed and no final_return_std)"
+    pooled = math.sqrt(sum(s * s for s in spreads) / len(spreads))
+    threshold = max(LEARNING_SD_FACTOR * pooled, LEARNING_REL_FLOOR * abs(base.final_return_median))
+    diff = cell.final_return_median - base.final_return_median
+    text = (
+        f"final_return {cell.final_return_median:.4g} vs baseline "
+        f"{base.final_return_median:.4g} (diff {diff:+.4g}, threshold {threshold:.4g})"
+    )
+    return abs(diff) > threshold, text
+
+
+def _marginal_effects(
+    cells: list[CellSummary],
+    dims: list[str],
+    toggles_varied: list[str],
+    spec: dict[str, str],
+    n_bootstrap: int,
+    bootstrap_seed: int,
+) -> list[MarginalEffect]:
+    """Geometric-mean pair ratios per (toggle, value) change, ranked largest first."""
+    effects: list[MarginalEffect] = []
+    baseline_cells = [c for c in cells if c.is_baseline]
+    for toggle in toggles_varied:
+        if toggle in spec:
+            a = spec[toggle]
+        elif baseline_cells:
+            a = baseline_cells[0].key.get(toggle, UNKNOWN)
+        else:
+            continue
+        values: list[str] = []
+        for cell in cells:
+            v = cell.key.get(toggle, UNKNOWN)
+            if v not in values and v != UNKNOWN:
+                values.append(v)
+        others = [d for d in dims if d != toggle]
+        index: dict[tuple[str, ...], dict[str, CellSummary]] = {}
+        for cell in cells:
+            rest = tuple(cell.key.get(d, UNKNOWN) for d in others)
+            index.setdefault(rest, {})[cell.key.get(toggle, UNKNOWN)] = cell
+        for b in values:
+            if b != a:
+                effects.append(_marginal_effect(toggle, a, b, index, n_bootstrap, bootstrap_seed))
+    effects.sort(key=lambda e: (e.effect is None, -(e.effect or 0.0), e.label))
+    for rank, eff in enumerate((e for e in effects if e.effect is not None), start=1):
+        eff.rank = rank
+    return effects
+
+
+def _marginal_effect(
+    toggle: str,
+    a: str,
+    b: str,
+    index: dict[tuple[str, ...], dict[str, CellSummary]],
+    n_bootstrap: int,
+    bootstrap_seed: int,
+) -> MarginalEffect:
+    """The effect of ``toggle`` a -> b over every pair of cells that differ only there."""
+    eff = MarginalEffect(toggle=toggle, from_value=a, to_value=b)
+    logs: list[np.ndarray] = []
+    methods: set[str] = set()
+    ci_ok = True
+    for by_value in index.values():
+        ca, cb = by_value.get(a), by_value.get(b)
+        if ca is None or cb is None:
+            continue
+        why = _comparable(cb, ca)
+        if why is not None:
+            eff.skipped.append(f"{cb.label} vs {ca.label}: {why}")
+            continue
+        assert ca.env_steps_per_s is not None and cb.env_steps_per_s is not None
+        eff.pairs.append(
+            PairRatio(
+                without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s
+            )
+        )
+        samples, method = _ratio_samples(
+            cb, ca, _rng(bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}"), n_bootstrap
+        )
+        if samples is None or method is None:
+            ci_ok = False
+        else:
+            logs.append(np.log(samples))
+            methods.add(method)
+    eff.n_pairs = len(eff.pairs)
+    if eff.pairs:
+        eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
+        if ci_ok and logs:
+            geo = np.exp(np.mean(np.vstack(logs), axis=0))
+            eff.ci_low = float(np.percentile(geo, 2.5))
+            eff.ci_high = float(np.percentile(geo, 97.5))
+            eff.ci_method = methods.pop() if len(methods) == 1 else "mixed"
+    return eff

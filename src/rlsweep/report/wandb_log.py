@@ -1,0 +1,135 @@
+"""The report as one W&B run in the sweep's group, next to the jobs' runs.
+
+Logging never makes the report fail: any W&B error becomes one warning line on stderr.
+wandb is imported only when a run is made.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rlsweep.report.model import Job, Report, WandbTarget
+from rlsweep.report.render import cell_text, effects_table, summary_table
+
+WANDB_MODES = ("offline", "online")
+
+
+def wandb_group(sweep_dir: str | os.PathLike[str], group: str | None) -> str:
+    """The W&B group of a sweep's jobs, computed as :func:`rlsweep.job.train_job` does.
+
+    Args:
+        sweep_dir: The sweep folder as the jobs saw it (``record["job"]["sweep_dir"]``).
+        group: ``logger.group`` of the jobs' config (None: not set).
+
+    Returns:
+        ``group`` if set, else the sweep folder's last two path components
+        (``multirun/2026-11-29/21-00-00`` -> ``2026-11-29/21-00-00``).
+    """
+    return group or "/".join(Path(sweep_dir).parts[-2:])
+
+
+def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
+    """Where the sweep's jobs logged to W&B, read from their result records.
+
+    The first record whose ``config.logger.mode`` is offline or online gives the mode, project,
+    entity and group. None when no job logged to W&B (``disabled``, or no readable record).
+    """
+    for job in jobs:
+        config = job.record.get("config")
+        logger = config.get("logger") if isinstance(config, dict) else None
+        if not isinstance(logger, dict) or logger.get("mode") not in WANDB_MODES:
+            continue
+        info = job.record.get("job")
+        job_sweep_dir = info.get("sweep_dir") if isinstance(info, dict) else None
+        return WandbTarget(
+            mode=logger["mode"],
+            project=logger.get("project"),
+            entity=logger.get("entity"),
+            group=wandb_group(job_sweep_dir or sweep_dir.resolve(), logger.get("group")),
+        )
+    return None
+
+
+def _table(wandb: Any, table: tuple[list[str], list[list[Any]]]) -> Any:
+    columns, rows = table
+    data = [[cell_text(v) if isinstance(v, list) else v for v in row] for row in rows]
+    return wandb.Table(columns=columns, data=data)
+
+
+def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
+    """Log the report as one run (job_type "report") in the jobs' project and group.
+
+    Logs ``report/cells`` (the columns of summary.csv), ``report/marginal_effects`` and each
+    PNG in ``files`` as ``plots/<name>``; the counts and toggle effects go to the summary.
+
+    Args:
+        report: The computed report; ``report.wandb`` says where (None: nothing is logged).
+        out_dir: The report folder; the run is written under ``<out_dir>/wandb/``.
+        files: The report files written; the PNGs among them are logged as images.
+
+    Returns:
+        The run's folder, or None when nothing was logged (no target, or W&B failed).
+    """
+    target = report.wandb
+    if target is None:
+        return None
+    try:
+        import wandb
+
+        run = wandb.init(
+            mode=target.mode,
+            project=target.project,
+            entity=target.entity,
+            group=target.group,
+            job_type="report",
+            name="report",
+            dir=str(out_dir),
+            config={
+                "sweep_dir": str(report.sweep_dir),
+                "baseline": report.baseline_spec,
+                "varied_dims": report.varied_dims,
+                "n_jobs": report.n_jobs,
+                "expected_jobs": report.expected_jobs,
+                "n_bootstrap": report.n_bootstrap,
+                "bootstrap_seed": report.bootstrap_seed,
+            },
+            reinit="finish_previous",
+            settings=wandb.Settings(
+                console="off", x_disable_stats=True, disable_git=True, silent=True
+            ),
+        )
+        try:
+            run_dir = Path(run.dir).parent
+            metrics: dict[str, Any] = {
+                "report/cells": _table(wandb, summary_table(report)),
+                "report/marginal_effects": _table(wandb, effects_table(report)),
+            }
+            for path in files:
+                if path.suffix == ".png":
+                    metrics[f"plots/{path.stem}"] = wandb.Image(str(path))
+            run.log(metrics)
+            run.summary.update(
+                {
+                    **{f"report/n_{status}": n for status, n in report.counts.items()},
+                    **{
+                        f"effect/{eff.toggle}={eff.to_value}": eff.effect
+                        for eff in report.marginal_effects
+                        if eff.effect is not None
+                    },
+                }
+            )
+        finally:
+            run.finish()
+        return run_dir
+    except Exception as exc:  # noqa: BLE001 - the report's files are written either way
+        reason = (str(exc).strip().splitlines() or [""])[0]
+        print(
+            f"rlsweep report: W&B logging failed ({type(exc).__name__}: {reason}); "
+            "the report files are written",
+            file=sys.stderr,
+        )
+        return None

@@ -1,0 +1,55 @@
+"""Writing a report: the files in the report folder, then (when the jobs used W&B) one W&B run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rlsweep.report.model import Report
+from rlsweep.report.plots import PLOTS
+from rlsweep.report.render import render_csv, render_markdown
+from rlsweep.report.wandb_log import log_report
+from rlsweep.results import write_bytes_atomic
+
+
+def write_report(
+    report: Report, out_dir: str | os.PathLike[str], plots: bool = True, log_wandb: bool = True
+) -> list[Path]:
+    """Write summary.csv, summary.md, report.json and (optionally) PNG plots.
+
+    Each file is written atomically (temp file in ``out_dir`` + ``os.replace``). A plot
+    without data (e.g. every job failed) is skipped; the text outputs are still written.
+    When the sweep's jobs logged to W&B (``report.wandb``), the report is also logged as one
+    run in their group, written under ``<out_dir>/wandb/`` in offline mode; a W&B failure
+    only prints a warning.
+
+    Args:
+        report: The computed report.
+        out_dir: Output folder; created when missing.
+        plots: Also write ratio.png, phases.png and learning_curves.png.
+        log_wandb: Log the report to W&B when the jobs did.
+
+    Returns:
+        Paths of the files written (the W&B run folder is not among them).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "summary.csv": render_csv(report).encode(),
+        "summary.md": render_markdown(report).encode(),
+        "report.json": (json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n").encode(),
+    }
+    written = []
+    for name, data in files.items():
+        write_bytes_atomic(out / name, data)
+        written.append(out / name)
+    if plots:
+        for name, make in PLOTS:
+            png = make(report)
+            if png is not None:
+                write_bytes_atomic(out / name, png)
+                written.append(out / name)
+    if log_wandb:
+        log_report(report, out, written)
+    return written

@@ -1,0 +1,141 @@
+"""The user's Slurm commands, run for real against the local cluster (slurm/local_cluster.sh)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, read_wandb_run, run_train
+from rlsweep.results import read_result
+
+pytestmark = pytest.mark.slurm
+
+SMOKE = ["experiment=smoke", "progress=false", "algo.update_epochs=2", "hydra/launcher=submitit_slurm",
+         "hydra.launcher.timeout_min=10"]
+
+
+def sacct_states(job_id: str) -> dict[str, str]:
+    out = subprocess.run(["sacct", "-j", job_id, "-n", "-X", "-P", "-o", "JobID,State"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return dict(line.split("|", 1) for line in out.split())
+
+
+def test_the_cards_command_runs_on_slurm(slurm_cluster, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", "compile=default,max-autotune", *SMOKE, "logger.mode=offline",
+                      f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [read_result(sweep / str(i)) for i in (0, 1)]
+    assert [r["status"] for r in records] == ["ok", "ok"]
+    assert {r["toggles"]["compile"]["value"] for r in records} == {"default", "max-autotune"}
+    job_ids = {r["job"]["slurm_job_id"] for r in records}
+    assert len(job_ids) == 1 and None not in job_ids
+    assert sorted(r["job"]["slurm_array_index"] for r in records) == ["0", "1"]
+    assert all(r["job"]["launcher"] == "SlurmLauncher" for r in records)
+    (job_id,) = job_ids
+    states = sacct_states(job_id)
+    assert {f"{job_id}_0", f"{job_id}_1"} <= set(states)
+    assert all(states[f"{job_id}_{i}"] == "COMPLETED" for i in (0, 1))
+    # intra-op threads follow the CPUs Slurm gave the job (1 each: no cpus_per_task asked)
+    assert all(r["toggles"]["backend"]["value"]["num_threads"] == 1 for r in records)
+    assert (sweep / "report" / "summary.md").is_file()
+
+
+def test_one_failing_job_keeps_the_others(slurm_cluster, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", "algo.lr=0.001,1e30", *SMOKE, "logger.mode=disabled", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode != 0
+    by_lr = {read_result(sweep / str(i))["config"]["algo"]["lr"]: read_result(sweep / str(i)) for i in (0, 1)}
+    assert by_lr[0.001]["status"] == "ok" and by_lr[0.001]["learning"]["final_return"] is not None
+    assert by_lr[1e30]["status"] == "failed"
+    assert "non-finite loss at update" in by_lr[1e30]["error"]
+    assert "non-finite loss" in (sweep / "report" / "summary.md").read_text()
+
+
+def _start_sweep(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "sweeps.train", "-m", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def _running_job_id(sweep: Path) -> str | None:
+    """The Slurm job id of the sweep's first job (submitit's folder: <id> or <array id>_<index>)."""
+    folder = sweep / ".submitit"
+    names = sorted(p.name for p in folder.iterdir() if p.name[0].isdigit()) if folder.is_dir() else []
+    return names[0].split("_")[0] if names else None
+
+
+def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm_cluster, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    budget = 60_000
+    proc = _start_sweep(["seed=0", f"total_env_steps={budget}", "progress=false", "eval_episodes=2",
+                         "logger.mode=offline", "hydra/launcher=submitit_slurm",
+                         # submitit counts a USR2 within 10 min of the time limit as a time-out
+                         "hydra.launcher.timeout_min=60", "hydra.launcher.max_num_timeout=1",
+                         f"hydra.sweep.dir={sweep}"])
+    try:
+        job_dir = sweep / "0"
+        # the runner logs this line once its stop-signal handlers are in place
+        log = job_dir / "train.log"
+        _wait_for(lambda: log.is_file() and "training ppo on" in log.read_text(), 120, "the job to start training")
+        time.sleep(1.0)
+        job_id = _running_job_id(sweep)
+        assert job_id is not None
+        t_signal = time.monotonic()
+        subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    record = read_result(job_dir)
+    assert record["status"] == "ok"
+    assert record["requeues"] == 1
+    assert 0 < record["resumed_at_env_steps"][0] < budget  # resumed mid-run, not from scratch
+    assert record["env_steps"] == budget // (8 * 32) * (8 * 32)
+    runs = sorted(job_dir.glob("wandb/offline-run-*"))
+    assert len(runs) == 2  # the first attempt and the resumed one continue one W&B run id...
+    assert len({r.name.rsplit("-", 1)[1] for r in runs}) == 1
+    first, resumed = (read_wandb_run(r) for r in runs)
+    # ...the first attempt's history was flushed before the requeue, the resumed one carries on
+    first_steps = [h["train/env_steps"] for h in first["history"]]
+    resumed_steps = [h["train/env_steps"] for h in resumed["history"]]
+    assert first_steps and first_steps[-1] == record["resumed_at_env_steps"][0]
+    assert resumed_steps[0] > first_steps[-1] and resumed_steps[-1] == record["env_steps"]
+    assert resumed["summary"]["learning/final_return"] == record["learning"]["final_return"]
+    print(f"preemption: signal to finished {time.monotonic() - t_signal:.1f} s")
+
+
+def test_cancelled_job_is_reported_within_bounded_time(slurm_cluster, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = _start_sweep(["total_env_steps=2000000", "progress=false", "logger.mode=disabled",
+                         "hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={sweep}"])
+    try:
+        _wait_for(lambda: _running_job_id(sweep) is not None, 120, "the job to be submitted")
+        job_id = _running_job_id(sweep)
+        time.sleep(1.0)
+        t_cancel = time.monotonic()
+        subprocess.run(["scancel", job_id], check=True, timeout=30)
+        out, _ = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - t_cancel
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+    assert proc.returncode != 0
+    assert "UncompletedJobError" in out or "cancel" in out.lower()
+    assert elapsed < 90
+    print(f"cancel reported after {elapsed:.1f} s")
