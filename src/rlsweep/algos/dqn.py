@@ -127,7 +127,10 @@ class DQN(Algorithm):
         if self.env_steps < a.learning_starts or len(self.buffer) < a.batch_size:
             return {"epsilon": self.epsilon(), "updated": 0.0}
         if a.anneal_lr:
-            self.lr.fill_(a.lr * max(0.0, 1.0 - self.env_steps / self.total_env_steps))
+            # decay by the steps before this iteration, so the last burst still has lr > 0: Adam
+            # with a tensor lr divides by it when compiled, and lr == 0 turns its step into NaN
+            done_before = self.env_steps - self.iteration_env_steps
+            self.lr.fill_(a.lr * max(1e-3, 1.0 - done_before / self.total_env_steps))
         losses = []
         for _ in range(a.gradient_steps):
             batch = self.buffer.sample(a.batch_size)
