@@ -1,0 +1,373 @@
+"""The side-by-side benchmark: rlsweep vs Stable-Baselines3, the env-stepping limit, overheads.
+
+Every measured run is its own subprocess, run interleaved (A B, then B A, ...) so both sides see
+the same machine load; ratios come from runs paired within one repeat. rlsweep runs ARE
+``python -m sweeps.train`` runs (same config composition, same ``runner.train``), read back from
+their ``result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (see docs/results/bench.md):
+#: compile pays for PPO's tiny 64x64 nets (overhead-bound, ~2.5x on the update) and ~10% for SAC's
+#: update; DQN's 256x256 batch-64 step is compute-bound at 1 thread, where compile only adds call
+#: overhead to acting.
+BEST_TOGGLES: dict[str, dict[str, list[str]]] = {
+    "cpu": {"ppo": ["compile=default", "twin_modules=true"],
+            "dqn": ["twin_modules=true"],
+            "sac": ["compile=default", "twin_modules=true"]},
+    # not measured on a GPU here: CUDA graphs and asynchronous copies are the usual wins
+    "cuda": {"ppo": ["compile=reduce-overhead", "twin_modules=true", "non_blocking=true"],
+             "dqn": ["compile=reduce-overhead", "twin_modules=true", "non_blocking=true"],
+             "sac": ["compile=reduce-overhead", "twin_modules=true", "non_blocking=true"]},
+}
+
+#: one comparison per algorithm: preset, env, full budget, quick budget, target ratio on CPU
+@dataclass(frozen=True)
+class Comparison:
+    algo: str
+    env_id: str
+    preset: str
+    total_env_steps: int  # the same real budget on both sides (SB3 PPO rounds up to whole rollouts)
+    quick_env_steps: int
+    #: quick mode's smaller settings, as (rlsweep override, SB3 keyword, value): applied to BOTH sides
+    quick_settings: tuple[tuple[str, str, int], ...]
+    target_ratio: float
+
+    def quick_overrides(self) -> list[str]:
+        return [f"{key}={value}" for key, _, value in self.quick_settings]
+
+    def quick_sb3_kwargs(self) -> dict[str, int]:
+        return {kw: value for _, kw, value in self.quick_settings}
+
+    @property
+    def name(self) -> str:
+        return f"{self.algo}_{self.env_id}"
+
+
+COMPARISONS = (
+    Comparison("ppo", "CartPole-v1", "sb3_ppo", 7 * 16384, 3 * 512,
+               (("algo.num_steps", "n_steps", 64), ("algo.update_epochs", "n_epochs", 2)), 3.0),
+    Comparison("dqn", "CartPole-v1", "sb3_dqn", 196 * 256, 6 * 256,
+               (("algo.learning_starts", "learning_starts", 256), ("algo.gradient_steps", "gradient_steps", 16)), 3.0),
+    Comparison("sac", "Pendulum-v1", "sb3_sac", 10_000, 750,
+               (("algo.learning_starts", "learning_starts", 100),), 2.0),
+)
+COMMON = ["logger.mode=disabled", "progress=false", "backend.num_threads=1", "device=cpu"]
+
+
+@dataclass
+class Bench:
+    """Settings of one bench invocation."""
+
+    root: Path  # repository root: where ``python -m sweeps.train`` runs
+    repeats: int = 3
+    quick: bool = False
+    algos: tuple[str, ...] = ("ppo", "dqn", "sac")
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlsweep-bench-")))
+
+    def env(self) -> dict[str, str]:
+        """Child environment: the same rlsweep as this process, 1 thread everywhere."""
+        import rlsweep
+
+        src = str(Path(rlsweep.__file__).resolve().parents[1])
+        path = os.pathsep.join(p for p in (src, str(self.root), os.environ.get("PYTHONPATH", "")) if p)
+        return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1", "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1"}
+
+
+# -- single runs ---------------------------------------------------------------------------------
+def run_rlsweep(b: Bench, c: Comparison, seed: int, device: str = "cpu") -> dict[str, Any]:
+    """One ``python -m sweeps.train`` job with the preset and the best toggles; its record."""
+    out_dir = b.workdir / f"rlsweep-{c.algo}-{seed}-{time.monotonic_ns()}"
+    args = [f"experiment={c.preset}", *BEST_TOGGLES[device][c.algo], *COMMON, f"seed={seed}",
+            f"total_env_steps={c.quick_env_steps if b.quick else c.total_env_steps}",
+            f"hydra.run.dir={out_dir}"]
+    if b.quick:
+        args += [*c.quick_overrides(), "warmup_iters=1", "eval_episodes=3"]
+    proc = subprocess.run([sys.executable, "-m", "sweeps.train", *args], cwd=b.root, env=b.env(),
+                          capture_output=True, text=True, timeout=3600)
+    result_file = out_dir / "result.json"
+    if proc.returncode != 0 or not result_file.exists():
+        raise RuntimeError(f"rlsweep run failed ({' '.join(args)}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    rec = json.loads(result_file.read_text())
+    shutil.rmtree(out_dir, ignore_errors=True)
+    thr = rec["throughput"]
+    per_iter = rec["env_steps"] // rec["iterations"]
+    steady_steps = thr["steady_iterations"] * per_iter
+    update_s = rec["timings"]["update"]["total_s"]
+    collect_s = thr["steady_s"] - update_s
+    return {
+        "env_steps": rec["env_steps"],
+        "env_steps_per_s": thr["env_steps_per_s"],
+        "end_to_end_env_steps_per_s": rec["env_steps"] / rec["wall_s"],
+        "steady_from_env_steps": rec["env_steps"] - steady_steps,
+        "collection_env_steps_per_s": steady_steps / collect_s if collect_s > 0 else None,
+        "final_return": rec["learning"]["final_return"],
+        "eval_returns": rec["learning"].get("eval_returns", []),
+        "compile_s": rec["compile"]["compile_s"],
+        "timings_total_s": {k: v["total_s"] for k, v in rec["timings"].items()},
+        "overrides": [a for a in args if not a.startswith("hydra.")],
+    }
+
+
+def run_worker(b: Bench, kind: str, **kwargs: Any) -> dict[str, Any]:
+    out = b.workdir / f"{kind}-{time.monotonic_ns()}.json"
+    proc = subprocess.run([sys.executable, "-m", "rlsweep.bench.worker", kind, json.dumps(kwargs), str(out)],
+                          cwd=b.root, env=b.env(), capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed:\n{proc.stderr[-4000:]}")
+    return json.loads(out.read_text())
+
+
+# -- statistics ----------------------------------------------------------------------------------
+def ratio_with_ci(a: list[float], b: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, list[float]]:
+    """median(a) / median(b), and a 95% bootstrap interval resampling the paired repeats."""
+    ratio = statistics.median(a) / statistics.median(b)
+    if len(a) < 2:
+        return ratio, [ratio, ratio]
+    rng = np.random.default_rng(seed)
+    aa, bb = np.asarray(a), np.asarray(b)
+    idx = rng.integers(0, len(a), size=(n_boot, len(a)))
+    boot = np.median(aa[idx], axis=1) / np.median(bb[idx], axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return ratio, [float(lo), float(hi)]
+
+
+def learning_no_worse(ours: list[float], peer: list[float]) -> bool:
+    """Mean return not below the peer's by more than twice the pooled noise (and 5% of its scale)."""
+    noise = float(np.sqrt((np.var(ours) + np.var(peer)) / 2)) if len(ours) > 1 else 0.0
+    margin = max(2 * noise, 0.05 * abs(float(np.mean(peer))))
+    return float(np.mean(ours)) >= float(np.mean(peer)) - margin
+
+
+# -- the comparisons -------------------------------------------------------------------------------
+def compare(b: Bench, c: Comparison, log: Any = print) -> dict[str, Any]:
+    ours, peer = [], []
+    for r in range(b.repeats):
+        order = ("rlsweep", "peer") if r % 2 == 0 else ("peer", "rlsweep")
+        for side in order:
+            if side == "rlsweep":
+                ours.append(run_rlsweep(b, c, seed=r))
+                if c.algo == "ppo":  # the limit, right beside the run it bounds (same machine load)
+                    ours[-1]["raw_limit_env_steps_per_s"] = _raw_limit(b, r)
+            else:
+                # SB3 excludes the same leading env steps as rlsweep's warm-up iterations (the
+                # boundary depends only on the config; repeat 0 runs rlsweep first)
+                peer.append(run_worker(b, "sb3", algo=c.algo, seed=r,
+                                       steady_from_env_steps=int(ours[-1]["steady_from_env_steps"]),
+                                       total_env_steps=c.quick_env_steps if b.quick else c.total_env_steps,
+                                       eval_episodes=3 if b.quick else 10,
+                                       overrides=c.quick_sb3_kwargs() if b.quick else {}))
+        log(f"  {c.name} repeat {r + 1}/{b.repeats}: rlsweep {ours[-1]['env_steps_per_s']:.0f} "
+            f"vs SB3 {peer[-1]['env_steps_per_s']:.0f} env-steps/s")
+    rl = [o["env_steps_per_s"] for o in ours]
+    pe = [p["env_steps_per_s"] for p in peer]
+    ratio, ci = ratio_with_ci(rl, pe)
+    e2e_ratio, e2e_ci = ratio_with_ci([o["end_to_end_env_steps_per_s"] for o in ours],
+                                      [p["end_to_end_env_steps_per_s"] for p in peer])
+    rl_ret = [o["final_return"] for o in ours]
+    pe_ret = [p["final_return"] for p in peer]
+    return {
+        "algo": c.algo, "env_id": c.env_id, "preset": c.preset,
+        "rlsweep_overrides": ours[0]["overrides"],
+        "peer": f"stable-baselines3 {peer[0]['version']}",
+        "env_steps": {"rlsweep": ours[0]["env_steps"], "peer": peer[0]["env_steps"]},
+        "rlsweep_env_steps_per_s": statistics.median(rl),
+        "peer_env_steps_per_s": statistics.median(pe),
+        "ratio": ratio, "ratio_ci": ci,
+        "end_to_end_ratio": e2e_ratio, "end_to_end_ratio_ci": e2e_ci,
+        "rlsweep_final_return": float(np.mean(rl_ret)),
+        "peer_final_return": float(np.mean(pe_ret)),
+        "learning_no_worse": learning_no_worse(rl_ret, pe_ret),
+        "target_ratio": c.target_ratio,
+        "meets_target": ratio >= c.target_ratio,
+        "repeats": {"rlsweep": ours, "peer": peer},
+    }
+
+
+# -- the limit ---------------------------------------------------------------------------------------
+def limit(b: Bench, ppo_runs: list[dict[str, Any]], log: Any = print) -> dict[str, Any]:
+    """Raw SyncVectorEnv stepping (random actions) vs rlsweep PPO's collection phase, same env count."""
+    n_envs = 8
+    raw = [r["raw_limit_env_steps_per_s"] for r in ppo_runs if r.get("raw_limit_env_steps_per_s")]
+    raw = raw or [_raw_limit(b, r) for r in range(b.repeats)]
+    coll = [r["collection_env_steps_per_s"] for r in ppo_runs if r.get("collection_env_steps_per_s")]
+    frac, ci = ratio_with_ci(coll, raw) if coll else (None, None)
+    log(f"  limit: raw {statistics.median(raw):.0f} env-steps/s, PPO collection fraction {frac}")
+    return {"env_id": "CartPole-v1", "num_envs": n_envs, "raw_env_steps_per_s": statistics.median(raw),
+            "ppo_collection_env_steps_per_s": statistics.median(coll) if coll else None,
+            "collection_fraction": frac, "collection_fraction_ci": ci, "target_fraction": 0.5,
+            "meets_target": frac is not None and frac >= 0.5}
+
+
+def _raw_limit(b: Bench, seed: int) -> float:
+    return run_worker(b, "limit", env_id="CartPole-v1", num_envs=8, vector_steps=500 if b.quick else 4096,
+                      seed=seed)["env_steps_per_s"]
+
+
+# -- framework overheads ---------------------------------------------------------------------------
+_FIRST_STEP = re.compile(r"training \w+ on ")
+
+
+def _time_until_line(cmd: list[str], b: Bench, pattern: re.Pattern[str] | None) -> float:
+    """Seconds from process start to the first output line matching ``pattern`` (or to exit)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=b.root, env=b.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen: float | None = None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if seen is None and pattern is not None and pattern.search(line):
+            seen = time.perf_counter() - t0
+    proc.wait()
+    end = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{''.join(lines)[-3000:]}")
+    if pattern is not None and seen is None:
+        raise RuntimeError(f"no line matching {pattern.pattern!r} in the output of {' '.join(cmd)}")
+    return seen if seen is not None else end
+
+
+def cold_start(b: Bench, log: Any = print) -> dict[str, Any]:
+    """``python -m sweeps.train`` (tiny budget) up to its first env step vs importing torch+gymnasium."""
+    base, ours = [], []
+    for r in range(b.repeats):
+        base.append(_time_until_line([sys.executable, "-c", "import torch, gymnasium"], b, None))
+        run_dir = b.workdir / f"cold-{r}"
+        ours.append(_time_until_line([sys.executable, "-m", "sweeps.train", "experiment=smoke", *COMMON,
+                                      "total_env_steps=256", "eval_episodes=0", f"hydra.run.dir={run_dir}"],
+                                     b, _FIRST_STEP))
+    over = statistics.median(ours) - statistics.median(base)
+    log(f"  cold start: {statistics.median(ours):.2f} s to first env step, imports {statistics.median(base):.2f} s")
+    return {"train_to_first_env_step_s": statistics.median(ours), "import_torch_gymnasium_s": statistics.median(base),
+            "overhead_s": over, "target_overhead_s": 1.5, "meets_target": over <= 1.5,
+            "samples": {"train": ours, "import": base}}
+
+
+def slurm_available() -> bool:
+    if not shutil.which("sinfo"):
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def launcher_overhead(b: Bench, log: Any = print) -> dict[str, Any]:
+    """Marginal wall seconds per extra trivial job: (wall(k jobs) - wall(1 job)) / (k - 1)."""
+    k = 2 if b.quick else 3
+    out: dict[str, Any] = {}
+    launchers = ["basic", "submitit_local"] + (["submitit_slurm"] if slurm_available() else [])
+    for launcher in launchers:
+        walls = {}
+        for n in (1, k):
+            sweep_dir = b.workdir / f"launch-{launcher}-{n}-{time.monotonic_ns()}"
+            seeds = ",".join(str(i) for i in range(n))
+            cmd = [sys.executable, "-m", "sweeps.train", "-m", "experiment=smoke", *COMMON, "total_env_steps=256",
+                   "eval_episodes=0", "warmup_iters=0", f"seed={seeds}", f"hydra.sweep.dir={sweep_dir}"]
+            if launcher != "basic":
+                cmd.append(f"hydra/launcher={launcher}")
+            walls[n] = _time_until_line(cmd, b, None)
+            jobs = [json.loads(p.read_text())["wall_s"] for p in sweep_dir.glob("*/result.json")]
+            walls[f"job_wall_s_{n}"] = statistics.mean(jobs) if jobs else None
+        per_job = (walls[k] - walls[1]) / (k - 1)
+        out[launcher] = {"per_job_s": per_job, "one_job_sweep_s": walls[1], f"{k}_job_sweep_s": walls[k],
+                         "trivial_job_train_s": walls[f"job_wall_s_{k}"]}
+        log(f"  launcher {launcher}: {per_job:.2f} s per extra job (1-job sweep {walls[1]:.1f} s)")
+    if "submitit_slurm" not in out:
+        out["submitit_slurm"] = "not available (no working Slurm: `sinfo` failed or is missing)"
+    return out
+
+
+# -- the whole bench -----------------------------------------------------------------------------
+def run(b: Bench, log: Any = print) -> dict[str, Any]:
+    import platform
+
+    import torch
+
+    from rlsweep.results import fingerprint
+
+    started = time.time()
+    result: dict[str, Any] = {
+        "settings": {"repeats": b.repeats, "quick": b.quick, "threads_per_run": 1},
+        "fingerprint": fingerprint(torch.device("cpu")),
+        "load_avg_at_start": os.getloadavg(), "python": platform.python_version(),
+        "comparisons": {},
+    }
+    ppo_runs: list[dict[str, Any]] = []
+    for c in COMPARISONS:
+        if c.algo not in b.algos:
+            continue
+        log(f"{c.name}: rlsweep ({' '.join(BEST_TOGGLES['cpu'][c.algo])}) vs SB3, {b.repeats} interleaved repeats")
+        comp = compare(b, c, log)
+        result["comparisons"][c.name] = comp
+        result[c.name] = {k: v for k, v in comp.items() if k != "repeats"}
+        if c.algo == "ppo":
+            ppo_runs = comp["repeats"]["rlsweep"]
+    log("limit")
+    result["limit"] = limit(b, ppo_runs, log)
+    log("framework overhead")
+    result["cold_start"] = cold_start(b, log)
+    result["launchers"] = launcher_overhead(b, log)
+    result["load_avg_at_end"] = os.getloadavg()
+    result["bench_wall_s"] = time.time() - started
+    shutil.rmtree(b.workdir, ignore_errors=True)
+    return result
+
+
+def markdown(res: dict[str, Any]) -> str:
+    f = res["fingerprint"]
+    lines = [f"# rlsweep bench ({'quick' if res['settings']['quick'] else 'full'}, "
+             f"{res['settings']['repeats']} interleaved repeats, 1 intra-op thread per run)", "",
+             f"Machine: {f.get('cpu_model')} x{f.get('cpu_count')}, torch {f.get('torch')}; "
+             f"load avg at start {res['load_avg_at_start'][0]:.2f}, at end {res['load_avg_at_end'][0]:.2f}.", "",
+             "| comparison | rlsweep env-steps/s | peer | peer env-steps/s | ratio [95% CI] | target | "
+             "end-to-end ratio | rlsweep return | peer return | learning ok |",
+             "|---|---:|---|---:|---|---:|---:|---:|---:|---|"]
+    for name, c in res["comparisons"].items():
+        lines.append(
+            f"| {name} | {c['rlsweep_env_steps_per_s']:.0f} | {c['peer']} | {c['peer_env_steps_per_s']:.0f} | "
+            f"{c['ratio']:.2f}x [{c['ratio_ci'][0]:.2f}, {c['ratio_ci'][1]:.2f}] | "
+            f"{c['target_ratio']:.0f}x {'met' if c['meets_target'] else 'MISSED'} | {c['end_to_end_ratio']:.2f}x | "
+            f"{c['rlsweep_final_return']:.1f} | {c['peer_final_return']:.1f} | "
+            f"{'yes' if c['learning_no_worse'] else 'NO'} |")
+    lim = res["limit"]
+    frac = lim["collection_fraction"]
+    lines += ["", "rlsweep runs `python -m sweeps.train " + "`; `".join(
+        " ".join(o for o in c["rlsweep_overrides"] if not o.startswith(("seed=", "logger.", "progress=")))
+        for c in res["comparisons"].values()) + "`. Ratios: steady state (warm-up/compile excluded on both "
+        "sides, same boundary); end-to-end includes start-up, compile and evaluation.", "",
+              "## Limit", "",
+              f"Raw SyncVectorEnv x{lim['num_envs']} {lim['env_id']} (random actions): "
+              f"{lim['raw_env_steps_per_s']:.0f} env-steps/s; rlsweep PPO collection: "
+              + (f"{lim['ppo_collection_env_steps_per_s']:.0f} env-steps/s = {frac:.0%} of the limit "
+                 f"(target >= 50%: {'met' if lim['meets_target'] else 'MISSED'})" if frac is not None else "not measured"),
+              "", "## Framework overhead", ""]
+    cs = res["cold_start"]
+    lines.append(f"Cold `python -m sweeps.train` to first env step: {cs['train_to_first_env_step_s']:.2f} s; "
+                 f"`import torch, gymnasium`: {cs['import_torch_gymnasium_s']:.2f} s; overhead "
+                 f"{cs['overhead_s']:.2f} s (target <= 1.5 s: {'met' if cs['meets_target'] else 'MISSED'}).")
+    lines += ["", "| launcher | per extra trivial job (s) | 1-job sweep (s) |", "|---|---:|---:|"]
+    for name, v in res["launchers"].items():
+        if isinstance(v, str):
+            lines.append(f"| {name} | {v} | |")
+        else:
+            lines.append(f"| {name} | {v['per_job_s']:.2f} | {v['one_job_sweep_s']:.2f} |")
+    return "\n".join(lines) + "\n"

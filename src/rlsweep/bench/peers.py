@@ -1,0 +1,120 @@
+"""Stable-Baselines3 peers with the hyper-parameters of the ``sb3_*`` presets, timed like rlsweep.
+
+Each function runs one training job in the current process (the bench starts one subprocess per
+run) and returns env steps, steady-state and end-to-end env-steps/s and the deterministic
+10-episode return. "Steady state" starts at ``steady_from_env_steps``: the env step at which the
+matching rlsweep run left its warm-up iterations, so both sides exclude the same share of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+#: hyper-parameters identical to conf/experiment/sb3_{ppo,dqn,sac}.yaml (SB3 / rl-zoo values)
+SB3_SETTINGS: dict[str, dict[str, Any]] = {
+    "ppo": {"env_id": "CartPole-v1", "n_envs": 8, "kwargs": dict(
+        learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95,
+        clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)},
+    "dqn": {"env_id": "CartPole-v1", "n_envs": 1, "kwargs": dict(
+        learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+        target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+        exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]))},
+    "sac": {"env_id": "Pendulum-v1", "n_envs": 1, "kwargs": dict(
+        learning_rate=3e-4, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005,
+        gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
+        policy_kwargs=dict(net_arch=[256, 256]))},
+}
+
+
+def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: int,
+            eval_episodes: int = 10, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train SB3's ``algo`` for ``total_env_steps`` on 1 intra-op thread and measure it.
+
+    ``overrides`` replace hyper-parameters (the bench's quick mode shrinks both sides alike).
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    s = SB3_SETTINGS[algo]
+
+    class SteadyMark(BaseCallback):
+        """Notes the time at the first rollout that starts at or after the steady boundary."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.mark: tuple[float, int] | None = None
+
+        def _on_rollout_start(self) -> None:
+            if self.mark is None and self.num_timesteps >= steady_from_env_steps:
+                self.mark = (time.perf_counter(), self.num_timesteps)
+
+        def _on_step(self) -> bool:
+            return True
+
+    t_start = time.perf_counter()
+    env = make_vec_env(s["env_id"], n_envs=s["n_envs"], seed=seed)
+    cls = {"ppo": sb3.PPO, "dqn": sb3.DQN, "sac": sb3.SAC}[algo]
+    model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **{**s["kwargs"], **(overrides or {})})
+    cb = SteadyMark()
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=total_env_steps, callback=cb, progress_bar=False)
+    t_end = time.perf_counter()
+    steps = int(model.num_timesteps)
+    mark_t, mark_steps = cb.mark if cb.mark is not None else (t0, 0)
+    steady = (steps - mark_steps) / (t_end - mark_t) if t_end > mark_t and steps > mark_steps else None
+    returns = _evaluate(model, s["env_id"], eval_episodes, seed + 10_000) if eval_episodes > 0 else []
+    wall = time.perf_counter() - t_start
+    return {
+        "env_steps": steps,
+        "env_steps_per_s": steady,
+        "end_to_end_env_steps_per_s": steps / wall,
+        "train_wall_s": t_end - t0,
+        "wall_s": wall,
+        "final_return": float(np.mean(returns)) if returns else None,
+        "eval_returns": returns,
+        "version": sb3.__version__,
+    }
+
+
+def _evaluate(model: Any, env_id: str, episodes: int, seed: int) -> list[float]:
+    """Deterministic returns of ``episodes`` episodes, one per env (as rlsweep evaluates)."""
+    import gymnasium as gym
+
+    envs = gym.make_vec(env_id, num_envs=episodes, vectorization_mode="sync")
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    obs, _ = envs.reset(seed=seed)
+    returns: list[float | None] = [None] * episodes
+    try:
+        while any(r is None for r in returns):
+            action, _ = model.predict(obs, deterministic=True)
+            obs, _, _, _, info = envs.step(action)
+            if "episode" in info:
+                for i in np.flatnonzero(info["_episode"]):
+                    if returns[i] is None:
+                        returns[i] = float(info["episode"]["r"][i])
+    finally:
+        envs.close()
+    return [float(r) for r in returns if r is not None]
+
+
+def raw_vector_stepping(env_id: str, num_envs: int, vector_steps: int, seed: int) -> dict[str, Any]:
+    """The limit: SyncVectorEnv stepped with pre-drawn random actions, nothing else."""
+    import gymnasium as gym
+
+    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync")
+    envs.action_space.seed(seed)
+    actions = [envs.action_space.sample() for _ in range(vector_steps)]
+    envs.reset(seed=seed)
+    t0 = time.perf_counter()
+    for a in actions:
+        envs.step(a)
+    dt = time.perf_counter() - t0
+    envs.close()
+    return {"env_steps": vector_steps * num_envs, "env_steps_per_s": vector_steps * num_envs / dt}

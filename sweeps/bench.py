@@ -1,0 +1,18 @@
+"""Benchmark rlsweep against Stable-Baselines3, the env-stepping limit and its own overhead.
+
+    python -m sweeps.bench                      # full: PPO, DQN, SAC x 3 interleaved repeats
+    python -m sweeps.bench --quick --out b.json # smoke version (tiny budgets); JSON + b.md
+    python -m sweeps.bench --claims             # the talk's claims as measured verdicts
+
+Needs the bench extra: pip install -e ".[bench]".
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rlsweep.bench.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(root=Path(__file__).resolve().parents[1]))
