@@ -26,7 +26,7 @@ from rlsweep.results import write_bytes_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
 #: config keys that do not change what a job computes
-_VOLATILE = ("progress", "logger", "checkpoint_interval_s", "eval_episodes")
+_VOLATILE = ("progress", "logger", "checkpoint_interval_s", "eval_episodes", "resume")
 
 
 def config_digest(cfg: TrainConfig) -> str:

@@ -172,6 +172,10 @@ class TrainConfig:
     progress: bool = True  # progress bar on stderr
     checkpoint_interval_s: float = 0.0  # periodic checkpoint (0: only on preemption signal)
     deterministic: bool = False  # torch.use_deterministic_algorithms for the job
+    # Re-running a sweep in the same folder (same hydra.sweep.dir / hydra.run.dir): jobs whose
+    # result.json is ok for the same config are skipped, the others rerun (from their checkpoint
+    # when there is one). Without it, a folder holding finished jobs is refused. See README.
+    resume: bool = False
 
 
 def register_configs() -> None:

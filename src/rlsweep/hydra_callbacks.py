@@ -1,40 +1,94 @@
-"""Hydra callback: check every job's config before the first job starts.
+"""Hydra callback: check every job's config, and where it will write, before the first job starts.
 
 ``on_run_start`` / ``on_multirun_start`` run in the launching process before Hydra creates any
 output folder. For a multirun with the basic sweeper, the sweep is expanded exactly as the
 sweeper will expand it and every job's config is composed and validated, so a bad value in the
-8th job of a sweep fails before the 1st one runs.
+8th job of a sweep fails before the 1st one runs. Then the output folder: it must be creatable
+and writable, and it must not hold finished jobs unless ``resume=true`` says to keep them (and
+then each finished job must be the one this sweep would run in that folder).
+
+Every problem ends the run with one message and exit status 2; ``RLSWEEP_DEBUG=1`` prints the
+traceback too (and sets Hydra's ``HYDRA_FULL_ERROR=1`` for Hydra's own errors).
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 import sys
+import tempfile
+import traceback
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from rlsweep.config import to_object
-from rlsweep.validate import validate
+from rlsweep.validate import ConfigError, validate
 
 #: set in the launching process by on_multirun_start: where the sweep writes (for the report)
 LAST_SWEEP_DIR: list[str] = []
+#: set in the launching process by on_run_start: the single run's folder (for messages)
+LAST_RUN_DIR: list[str] = []
+#: set by on_multirun_start: the launcher's class name (LocalLauncher: jobs are local processes)
+LAST_LAUNCHER: list[str] = []
+
+RESUME_KEY = "resume"
+FOLDER = "output folder not usable"
 
 
-def _fail(lines: list[str], job: str | None = None) -> None:
+def debug_enabled() -> bool:
+    """``RLSWEEP_DEBUG=1``: show tracebacks instead of one-message errors."""
+    return os.environ.get("RLSWEEP_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _fail(lines: list[str], job: str | None = None, cause: BaseException | None = None,
+          title: str = "invalid configuration") -> None:
     where = f" (job with overrides: {job})" if job else ""
     msg = "\n".join(f"  - {line}" for line in lines)
-    print(f"rlsweep: invalid configuration{where}:\n{msg}\nNothing was run.", file=sys.stderr)
+    text = f"rlsweep: {title}{where}:\n{msg}\nNothing was run."
+    if debug_enabled():
+        # Hydra turns exceptions of callbacks into warnings: print the traceback, then stop
+        traceback.print_stack(file=sys.stderr)
+        error = ConfigError(text)
+        error.__cause__ = cause
+        traceback.print_exception(error, file=sys.stderr)
+    print(text, file=sys.stderr)
     raise SystemExit(2)
 
 
 def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> None:
+    cause = None
     try:
-        errors = validate(to_object(cfg), check_device=check_device)
+        errors = _choice_errors(cfg) + validate(to_object(cfg), check_device=check_device)
     except Exception as exc:  # noqa: BLE001 - e.g. an interpolation that cannot resolve
-        errors = [f"{type(exc).__name__}: {exc}"]
+        errors, cause = [f"{type(exc).__name__}: {exc}"], exc
     if errors:
-        _fail(errors, job)
+        _fail(errors, job, cause)
+
+
+def _choice_errors(cfg: DictConfig) -> list[str]:
+    """Options chosen for a config group that does not have them.
+
+    Hydra rejects these itself, except for groups the defaults list marks ``optional``
+    (``experiment``): there a typo (``experiment=smok``) would silently run without the preset.
+    """
+    from hydra.core.global_hydra import GlobalHydra
+
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
+    loader = GlobalHydra.instance().config_loader()
+    errors = []
+    for key, choice in choices.items():
+        group = str(key).split("@", 1)[0]
+        if choice is None or group.startswith("hydra/"):
+            continue
+        options = loader.get_group_options(group)
+        if options and choice not in options:
+            close = difflib.get_close_matches(str(choice), options, n=1)
+            hint = f" (did you mean {group}={close[0]}?)" if close else ""
+            errors.append(f"{group}={choice} is not an option of {group}{hint}; choose one of: {', '.join(options)}")
+    return errors
 
 
 def _runs_elsewhere(config: DictConfig) -> bool:
@@ -42,16 +96,160 @@ def _runs_elsewhere(config: DictConfig) -> bool:
     return "Slurm" in target
 
 
+def _output_dir_problem(path: str) -> str | None:
+    """Why ``path`` cannot be the output folder (None: it can). Creates nothing that stays."""
+    target = Path(path).expanduser().absolute()
+    probe = target
+    try:
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        if not probe.is_dir():
+            return (f"output folder {target} cannot be created: {probe} is a file" if probe != target
+                    else f"output folder {target} exists and is not a folder")
+        os.rmdir(tempfile.mkdtemp(prefix=".rlsweep-write-check-", dir=probe))
+    except OSError as exc:
+        return f"output folder {target} cannot be created: no folder can be made in {probe} ({exc.strerror or exc})"
+    return None
+
+
+def _given(config: DictConfig, key: str) -> bool:
+    """Whether ``key`` was set on the command line (``hydra.sweep.dir=...``)."""
+    overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
+    return any(str(o).lstrip("+").split("=", 1)[0] == key for o in overrides)
+
+
+def _job_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config a job records (without the ``hydra`` node)."""
+    body = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return OmegaConf.to_container(body, resolve=True)  # type: ignore[return-value]
+
+
+def _walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every readable result record under a sweep folder (submitit and report folders skipped)."""
+    from rlsweep.job import read_record
+
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "report")
+        if "result.json" in filenames:
+            record = read_record(Path(dirpath))
+            if record is not None:
+                out.append((Path(dirpath), record))
+    return out
+
+
+def _in_use(folder: Path, record: dict[str, Any]) -> str | None:
+    from rlsweep.job import STATUS_RUNNING, job_process_alive
+
+    if record.get("status") == STATUS_RUNNING and job_process_alive(record):
+        return (f"{folder} is in use: its job is running right now (pid {record['job']['pid']}); "
+                "wait for it or stop it first")
+    return None
+
+
+def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
+    from rlsweep.job import comparable_config, read_record
+
+    record = read_record(out)
+    if record is None:
+        return
+    busy = _in_use(out, record)
+    if busy:
+        _fail([busy], title=FOLDER)
+    if record.get("status") != "ok":
+        return  # failed / interrupted / killed: this run replaces it (from its checkpoint when there is one)
+    if not resume:
+        _fail([(f"{out} already holds a finished result: add resume=true to keep it, "
+               "or choose another hydra.run.dir")], title=FOLDER)
+    if comparable_config(record.get("config") or {}) != comparable_config(_job_config(config)):
+        _fail([(f"{out} holds the finished result of a run with another config: resume=true continues "
+               "the same run; for a different one choose another hydra.run.dir")], title=FOLDER)
+
+
+def _check_finished_sweep(config: DictConfig, jobs: list[tuple[list[str], DictConfig]], resume: bool) -> None:
+    from rlsweep.job import comparable_config, read_record
+
+    sweep = Path(str(config.hydra.sweep.dir))
+    if not sweep.is_dir():
+        return
+    records = _walk_records(sweep)
+    busy = [msg for folder, record in records if (msg := _in_use(folder, record))]
+    if busy:
+        _fail(busy, title=FOLDER)
+    finished = [folder for folder, record in records if record.get("status") == "ok"]
+    if finished and not resume:
+        _fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
+               "to keep them and run only the unfinished ones, or choose another hydra.sweep.dir")], title=FOLDER)
+    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+    if subdir != "${hydra.job.num}":
+        return  # a custom layout: each job checks its own folder when it starts
+    clashes = []
+    for num, (overrides, cfg) in enumerate(jobs):
+        record = read_record(sweep / str(num))
+        if record is None or record.get("status") != "ok":
+            continue
+        if comparable_config(record.get("config") or {}) != comparable_config(_job_config(cfg)):
+            was = " ".join(str(o) for o in record.get("overrides") or []) or "(none)"
+            clashes.append(f"job {num} ({' '.join(overrides) or 'no overrides'}): {sweep / str(num)} holds a "
+                           f"finished job with another config (overrides: {was})")
+    if clashes:
+        _fail([*clashes, ("resume=true continues a sweep with the same arguments as its first run; "
+                         "for a different sweep choose another hydra.sweep.dir")], title=FOLDER)
+
+
+def _resume_requested(config: DictConfig) -> bool:
+    return bool(OmegaConf.select(config, RESUME_KEY, default=False))
+
+
 class RLSweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         _check(config, check_device=True)
+        out = Path(str(config.hydra.run.dir))
+        LAST_RUN_DIR[:] = [str(out)]
+        problem = _output_dir_problem(str(out))
+        if problem:
+            _fail([f"{problem}; set hydra.run.dir=<a writable folder>"], title=FOLDER)
+        resume = _resume_requested(config)
+        if resume and not _given(config, "hydra.run.dir"):
+            _fail(["resume=true needs the folder of the run to resume: add hydra.run.dir=<that folder>"])
+        _check_finished_run(config, out, resume)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         LAST_SWEEP_DIR[:] = [str(config.hydra.sweep.dir)]
+        LAST_LAUNCHER[:] = [str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]]
         check_device = not _runs_elsewhere(config)
+        jobs = []
         for overrides in _expand_sweep(config):
             cfg = _compose(config, overrides)
             _check(cfg, check_device=check_device, job=" ".join(overrides))
+            jobs.append((overrides, cfg))
+        problem = _output_dir_problem(str(config.hydra.sweep.dir))
+        if problem:
+            _fail([f"{problem}; set hydra.sweep.dir=<a writable folder>"], title=FOLDER)
+        resume = _resume_requested(config)
+        if resume and not _given(config, "hydra.sweep.dir"):
+            _fail([("resume=true needs the folder of the sweep to resume: add hydra.sweep.dir=<that folder> "
+                   "(the sweep's first run printed it)")])
+        _check_finished_sweep(config, jobs, resume)
+        _move_resume_to_hydra_overrides(config)
+
+
+def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
+    """Keep ``resume=...`` out of the sweep's arguments; every job still gets it.
+
+    The sweeper expands ``hydra.overrides.task`` into jobs and saves it in multirun.yaml, which
+    the report expands again to find the jobs it expects. ``resume`` is a switch of this
+    invocation, not a dimension of the sweep: a resumed sweep must expand to the same jobs as its
+    first run. Each job is composed from ``hydra.overrides.hydra`` + its own overrides, so moving
+    the switch there still sets it in every job.
+    """
+    task = [str(o) for o in config.hydra.overrides.task]
+    switch = [o for o in task if o.lstrip("+~").split("=", 1)[0] == RESUME_KEY]
+    if not switch:
+        return
+    with read_write(config.hydra.overrides):
+        config.hydra.overrides.task = [o for o in task if o not in switch]
+        config.hydra.overrides.hydra = [*config.hydra.overrides.hydra, *switch]
 
 
 def _expand_sweep(config: DictConfig) -> list[list[str]]:
@@ -73,4 +271,4 @@ def _expand_sweep(config: DictConfig) -> list[list[str]]:
 def _compose(config: DictConfig, overrides: list[str]) -> DictConfig:
     from hydra import compose
 
-    return compose(config_name=config.hydra.job.config_name, overrides=overrides)
+    return compose(config_name=config.hydra.job.config_name, overrides=overrides, return_hydra_config=True)

@@ -3,13 +3,20 @@
 Whatever happens inside training, the job's folder gets a result record (``ok``, ``failed`` with
 the traceback, or ``interrupted``) and the W&B run is finished (as failed when the job failed).
 Exceptions are re-raised afterwards so the launcher, and the sweep's exit code, see the failure.
+A record with status ``running`` is written when the job starts: if the process is killed
+outright (SIGKILL, out of memory), that record is what remains, and says so.
+
+A folder that already holds this job's finished (``ok``) record is never trained again: with
+``resume=true`` the job returns that record untouched, without it the job refuses to start.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
+import socket
 import time
 import traceback
 from pathlib import Path
@@ -19,14 +26,97 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import TrainConfig, to_object
-from rlsweep.results import fingerprint, write_result
+from rlsweep.results import RESULT_FILE, fingerprint, write_result
 from rlsweep.runner import resolve_device, train
 from rlsweep.signals import Interrupted
 from rlsweep.toggles import TOGGLES
-from rlsweep.tracking import Tracker, flatten, stable_run_id
+from rlsweep.tracking import Tracker, flatten, scrub, secret_values, stable_run_id
 from rlsweep.validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
+
+#: config keys that do not change a job's result: a finished record made with other values of
+#: these still counts as this job's result when resuming
+RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s")
+#: overrides that are switches of one invocation, not part of a job's identity
+INVOCATION_KEYS = ("resume",)
+STATUS_RUNNING = "running"
+RUNNING_ERROR = ("the job did not finish: its process ended without writing a result (killed by a signal such as "
+                 "SIGKILL, out of memory, or the machine went down) -- or it is still running")
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A stop signal ended the job after its checkpoint: stop the whole sweep, not only this job.
+
+    A KeyboardInterrupt, so Hydra's basic launcher does not go on with the next job.
+    """
+
+
+def override_key(override: str) -> str:
+    """``+algo.lr=1`` -> ``algo.lr``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def comparable_config(config: dict[str, Any]) -> str:
+    """A job's resolved config without :data:`RECORD_VOLATILE` keys, as its record stores it, in one text."""
+    d = scrub({k: v for k, v in config.items() if k not in RECORD_VOLATILE})
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def read_record(out_dir: Path) -> dict[str, Any] | None:
+    """The result record in ``out_dir``; None when there is none or it cannot be read."""
+    try:
+        with open(Path(out_dir) / RESULT_FILE, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine is running (a zombie is not: it only awaits reaping)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)  # no /proc (macOS): existence only
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return state not in ("Z", "X")
+
+
+def job_process_alive(record: dict[str, Any]) -> bool:
+    """Whether the process that wrote ``record`` runs on this machine right now (not this process)."""
+    job = record.get("job") if isinstance(record.get("job"), dict) else {}
+    pid = job.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid() or job.get("hostname") != socket.gethostname():
+        return False
+    return process_alive(pid)
+
+
+def finished_record(out_dir: Path, config: dict[str, Any], resume: bool) -> dict[str, Any] | None:
+    """The ``ok`` record of this very job in ``out_dir`` when ``resume``; None when the job has to run.
+
+    Raises:
+        ConfigError: ``out_dir`` holds a finished record that this run must not overwrite: of
+            another config, or of this one without ``resume``.
+    """
+    done = read_record(out_dir)
+    if done is None or done.get("status") != "ok":
+        return None  # nothing, failed, interrupted or killed: (re)run, from the checkpoint when present
+    same = isinstance(done.get("config"), dict) and (
+        comparable_config(done["config"]) == comparable_config(config))
+    if same and resume:
+        return done
+    if same:
+        raise ConfigError(f"{out_dir} already holds this job's finished result: rerun with resume=true to keep it "
+                          "(and run only the unfinished jobs), or choose another output folder")
+    raise ConfigError(f"{out_dir} holds the finished result of a job with another config: resume=true continues "
+                      "a sweep with the same overrides; for a different sweep choose another output folder")
 
 
 def _now() -> str:
@@ -43,7 +133,9 @@ def job_info() -> dict[str, Any]:
         "num": int(hc.job.num) if multirun else None,
         "output_dir": hc.runtime.output_dir,
         "sweep_dir": str(Path(hc.sweep.dir).resolve()) if multirun else None,
-        "overrides": list(hc.overrides.task),
+        "overrides": [o for o in hc.overrides.task if override_key(o) not in INVOCATION_KEYS],
+        "pid": os.getpid(),
+        "hostname": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID"),
         "slurm_array_index": os.environ.get("SLURM_ARRAY_TASK_ID"),
         "launcher": str(OmegaConf.select(hc.launcher, "_target_", default="")).rsplit(".", 1)[-1] or "basic",
@@ -77,19 +169,14 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     if errors:
         raise ConfigError("; ".join(errors))
     resolved = OmegaConf.to_container(cfg, resolve=True)
+    done = finished_record(out_dir, resolved, tcfg.resume)
+    if done is not None:
+        log.info("%s: finished before with the same config; kept as it is (resume=true)", out_dir)
+        return {**done, "skipped": True}
+    secrets = secret_values()
     group = tcfg.logger.group or (Path(info["sweep_dir"]).name if info["sweep_dir"] else out_dir.name)
     if info["sweep_dir"]:
         group = tcfg.logger.group or "/".join(Path(info["sweep_dir"]).parts[-2:])
-    tracker = Tracker(
-        tcfg.logger,
-        out_dir,
-        name=run_name(tcfg),
-        group=group,
-        job_type=tcfg.algo.name,
-        tags=toggle_tags(tcfg),
-        config={**flatten(resolved), **{f"toggle.{t.name}": t().value(tcfg) for t in TOGGLES}},
-        run_id=stable_run_id(out_dir),
-    )
     record: dict[str, Any] = {
         "status": "failed",
         "error": None,
@@ -102,10 +189,24 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         "config": resolved,
         "started_at": _now(),
     }
+    # what remains if this process is killed outright; replaced by the final record below
+    write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
+    columns = {k: v for k, v in flatten(resolved).items() if k not in INVOCATION_KEYS}
+    tracker: Tracker | None = None
     start = time.perf_counter()
     failed = True
     ckpt = out_dir / CHECKPOINT_FILE
     try:
+        tracker = Tracker(
+            tcfg.logger,
+            out_dir,
+            name=run_name(tcfg),
+            group=group,
+            job_type=tcfg.algo.name,
+            tags=toggle_tags(tcfg),
+            config={**columns, **{f"toggle.{t.name}": t().value(tcfg) for t in TOGGLES}},
+            run_id=stable_run_id(out_dir),
+        )
         outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
         record.update(outcome.record())
         record["status"] = "ok"
@@ -114,9 +215,10 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         return record
     except Interrupted as exc:
         record.update(status="interrupted", error=str(exc), checkpoint=str(ckpt))
-        raise
-    except KeyboardInterrupt:
-        record.update(status="interrupted", error="interrupted (SIGINT)")
+        raise SweepInterrupted(str(exc)) from exc
+    except KeyboardInterrupt as exc:  # outside the training loop's own handling (or a second Ctrl-C)
+        record.update(status="interrupted", error=f"interrupted ({exc or 'SIGINT'})",
+                      checkpoint=str(ckpt) if ckpt.is_file() else None)
         raise
     except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
         record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
@@ -130,11 +232,13 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
         record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
             "num_threads", record["fingerprint"]["num_threads"])
-        tracker.summary(_summary_metrics(record))
-        tracker.finish(failed)
-        record["logging"] = {"wandb_mode": tcfg.logger.mode, "wandb_run_dir": tracker.run_dir,
-                             "errors": tracker.errors}
-        write_result(out_dir, record)
+        if tracker is not None:
+            tracker.summary(_summary_metrics(record))
+            tracker.finish(failed)
+        record["logging"] = {"wandb_mode": tcfg.logger.mode, "wandb_run_dir": tracker and tracker.run_dir,
+                             "wandb_run_id": stable_run_id(out_dir) if tcfg.logger.mode != "disabled" else None,
+                             "errors": tracker.errors if tracker is not None else []}
+        write_result(out_dir, scrub(record, secrets))
 
 
 def _summary_metrics(record: dict[str, Any]) -> dict[str, Any]:
@@ -165,8 +269,8 @@ def format_summary(record: dict[str, Any]) -> str:
     learning = record.get("learning") or {}
     comp = record.get("compile") or {}
     lines = [
-        f"rlsweep {record['algo']} on {record['env_id']} (seed {record['seed']}, {record['device']}): "
-        f"{record['status']} in {record.get('wall_s', 0):.1f} s",
+        (f"rlsweep {record['algo']} on {record['env_id']} (seed {record['seed']}, {record['device']}): "
+         f"{record['status']} in {record.get('wall_s', 0):.1f} s"),
         f"  env steps       {record.get('env_steps', 0):,}   updates {record.get('updates', 0):,}",
     ]
     if thr.get("env_steps_per_s"):
@@ -185,6 +289,8 @@ def format_summary(record: dict[str, Any]) -> str:
     for name, state in (record.get("toggles") or {}).items():
         if state.get("reason"):
             lines.append(f"  {name:<15} {state['reason']}")
+    if record.get("skipped"):
+        lines.append("  resume          finished before with the same config: result kept, nothing rerun")
     lines.append(f"  result          {Path(record['job']['output_dir']) / 'result.json'}")
     if record.get("logging", {}).get("wandb_run_dir"):
         lines.append(f"  W&B ({record['logging']['wandb_mode']})  {record['logging']['wandb_run_dir']}")

@@ -1,7 +1,10 @@
-"""Weights & Biases, offline-first. Logging never kills a training job.
+"""Weights & Biases, offline-first. Logging never kills a training job, and never leaks a secret.
 
 Every wandb call goes through :class:`Tracker`, which catches its errors, records them in
-``errors`` (they end up in the result record) and stops logging for the rest of the job.
+``errors`` (they end up in the result record) and stops logging for the rest of the job. An
+offline run whose file could not be written in full (disk full, unwritable folder) is found when
+the run finishes and recorded the same way. Values of credential-like environment variables are
+redacted from everything the job writes (:func:`scrub`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,10 @@ import hashlib
 import logging
 import netrc
 import os
+import re
+import struct
+import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +38,38 @@ def has_wandb_credentials() -> bool:
     return any(base in host for host in hosts)
 
 
+#: environment variable names that look like they hold a credential
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|"
+                          r"SIGNATURE|_PAT$|_PASS$|^PASS", re.IGNORECASE)
+#: values shorter than this are not redacted (they would match everywhere: "1", "true", ...)
+_MIN_SECRET_LEN = 6
+REDACTED = "<redacted>"
+
+
+def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+    """Values of the environment variables whose names look like credentials, longest first."""
+    env = os.environ if environ is None else environ
+    values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LEN}
+    return sorted(values, key=len, reverse=True)
+
+
+def scrub(value: Any, secrets: list[str] | None = None) -> Any:
+    """``value`` with every secret (see :func:`secret_values`) replaced, recursively through dicts/lists."""
+    secrets = secret_values() if secrets is None else secrets
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {scrub(k, secrets): scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(scrub(v, secrets) for v in value)
+    return value
+
+
 def stable_run_id(output_dir: Path) -> str:
     """A W&B run id derived from the job's folder: a requeued or resumed job continues the same run."""
     return hashlib.sha1(str(Path(output_dir).resolve()).encode()).hexdigest()[:16]
@@ -44,6 +83,85 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             out.update(flatten(v, key + "."))
         else:
             out[key] = v
+    return out
+
+
+_LOG_HEADER = b":W&B"  # wandb-core's transaction log: a LevelDB-style log with this file header
+_LOG_BLOCK = 32768
+_LOG_CHUNK_HEADER = 7  # crc32 (4), length (2), chunk type (1)
+_FLUSH_WAIT_S = 5.0  # seconds an incomplete offline run file may take to be completed after finish()
+
+
+def check_offline_run(run_dir: str | Path, run_id: str) -> str | None:
+    """Why the offline run in ``run_dir`` is not complete on disk, or None when it is.
+
+    W&B writes an offline run from a helper process and does not tell the training process when
+    a write fails (disk full, folder made read-only): the run file then ends early or is empty.
+    A complete file is a sequence of checksummed chunks that ends with the run's exit record.
+    A file in a format this check does not know is not judged.
+    """
+    path = Path(run_dir) / f"run-{run_id}.wandb"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"run file unreadable: {exc}"
+    if not data:
+        return f"run file {path} is empty"
+    if not data.startswith(_LOG_HEADER):
+        return None if len(data) >= len(_LOG_HEADER) else f"run file {path} is truncated"
+    records: list[bytes] = []
+    pending = b""
+    pos = _LOG_CHUNK_HEADER  # the file header takes the place of a chunk header
+    while pos < len(data):
+        if _LOG_BLOCK - pos % _LOG_BLOCK < _LOG_CHUNK_HEADER:  # block trailer: zero padding
+            pos += _LOG_BLOCK - pos % _LOG_BLOCK
+            continue
+        if pos + _LOG_CHUNK_HEADER > len(data):
+            return f"run file {path} ends inside a record"
+        crc, length, kind = struct.unpack("<IHB", data[pos:pos + _LOG_CHUNK_HEADER])
+        chunk = data[pos + _LOG_CHUNK_HEADER:pos + _LOG_CHUNK_HEADER + length]
+        if len(chunk) < length:
+            return f"run file {path} ends inside a record"
+        if zlib.crc32(chunk, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != crc:
+            return f"run file {path} has a corrupt record at byte {pos}"
+        pos += _LOG_CHUNK_HEADER + length
+        if kind == 1:  # full record
+            records.append(chunk)
+        elif kind in (2, 3):  # first / middle piece
+            pending += chunk
+        elif kind == 4:  # last piece
+            records.append(pending + chunk)
+            pending = b""
+    if not records:
+        return f"run file {path} holds no records"
+    try:
+        from wandb.proto import wandb_internal_pb2
+
+        last = wandb_internal_pb2.Record()
+        last.ParseFromString(records[-1])
+        if last.WhichOneof("record_type") != "exit":
+            return f"run file {path} ends before the run's exit record"
+    except Exception:  # noqa: BLE001 - an unknown record layout: do not judge
+        return None
+    return None
+
+
+def _internal_errors(run_dir: str | Path) -> list[str]:
+    """ERROR lines of wandb-core's log for this run (when the log itself could be written)."""
+    import json
+
+    out = []
+    try:
+        lines = (Path(run_dir) / "logs" / "debug-internal.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("level") == "ERROR":
+            out.append(str(entry.get("msg")) + (f": {entry['error']}" if entry.get("error") else ""))
     return out
 
 
@@ -65,21 +183,23 @@ class Tracker:
         self.errors: list[str] = []
         self.run: Any = None
         self.run_dir: str | None = None
+        self.run_id = run_id
         self.mode = cfg.mode
         if cfg.mode == "disabled":
             return
+        secrets = secret_values()
         try:
             import wandb
 
             self.run = wandb.init(
                 mode=cfg.mode,
-                project=cfg.project,
-                entity=cfg.entity,
-                group=group,
+                project=scrub(cfg.project, secrets),
+                entity=scrub(cfg.entity, secrets),
+                group=scrub(group, secrets),
                 job_type=job_type,
-                name=name,
-                tags=tags,
-                config=config,
+                name=scrub(name, secrets),
+                tags=scrub(list(tags), secrets),
+                config=scrub(config, secrets),
                 id=run_id,
                 resume="allow",
                 dir=str(output_dir),
@@ -96,10 +216,10 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001 - logging must never stop training
             self._fail("init", exc)
 
-    def _fail(self, what: str, exc: BaseException) -> None:
-        msg = f"wandb {what} failed: {type(exc).__name__}: {exc}"
+    def _fail(self, what: str, exc: BaseException | str) -> None:
+        msg = f"wandb {what} failed: {exc if isinstance(exc, str) else f'{type(exc).__name__}: {exc}'}"
         log.warning("%s (training continues; W&B logging stopped)", msg)
-        self.errors.append(msg)
+        self.errors.append(scrub(msg))
         self.run = None
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
@@ -114,7 +234,7 @@ class Tracker:
         if self.run is None:
             return
         try:
-            self.run.summary.update(values)
+            self.run.summary.update(scrub(values))
         except Exception as exc:  # noqa: BLE001
             self._fail("summary", exc)
 
@@ -135,4 +255,14 @@ class Tracker:
             self.run.finish(exit_code=1 if failed else 0)
         except Exception as exc:  # noqa: BLE001
             self._fail("finish", exc)
+            return
         self.run = None
+        if self.mode == "offline" and self.run_dir:
+            # wandb-core may still be writing the last records when finish() returns
+            deadline = time.monotonic() + _FLUSH_WAIT_S
+            while (problem := check_offline_run(self.run_dir, self.run_id)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if problem:
+                internal = _internal_errors(self.run_dir)
+                detail = f" (wandb-core: {'; '.join(internal[:3])})" if internal else ""
+                self._fail("offline write", f"{problem}: W&B data of this job is lost or partial{detail}")

@@ -9,6 +9,8 @@ W&B credentials. :func:`validate` returns every problem at once.
 from __future__ import annotations
 
 import difflib
+import importlib
+import math
 import re
 from typing import Any
 
@@ -23,6 +25,8 @@ from rlsweep.config import (
 )
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+#: evaluation runs all its episodes side by side, one env each
+MAX_EVAL_EPISODES = 1000
 
 
 class ConfigError(ValueError):
@@ -37,13 +41,29 @@ def _choice(errors: list[str], key: str, value: Any, choices: tuple[str, ...]) -
 def _positive(errors: list[str], key: str, value: float, upper: float | None = None) -> None:
     if not value > 0:
         errors.append(f"{key} must be > 0, got {value}")
+    elif math.isinf(value):
+        errors.append(f"{key} must be finite, got {value}")
     elif upper is not None and value > upper:
         errors.append(f"{key}={value} is too large (at most {upper:,})")
+
+
+def _in_range(errors: list[str], key: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:  # also rejects NaN
+        errors.append(f"{key} must be in [{low}, {high}], got {value}")
 
 
 def _env_action_space(env_id: str, errors: list[str]) -> Any:
     import gymnasium as gym
 
+    # gymnasium's "module:EnvId-v0" form imports a module that registers the env
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any import failure is a config problem here
+            errors.append(f"env.id={env_id!r}: module {module!r} cannot be imported ({type(exc).__name__}: {exc})")
+            return None
+        env_id = name
     try:
         gym.spec(env_id)
     except gym.error.Error:
@@ -101,14 +121,31 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
             _positive(errors, f"algo.{key}", getattr(a, key))
     if hasattr(a, "tau") and not 0 < a.tau <= 1:
         errors.append(f"algo.tau must be in (0, 1], got {a.tau}")
+    for key in ("max_grad_norm", "clip_coef", "target_update_interval", "alpha"):
+        if hasattr(a, key):
+            _positive(errors, f"algo.{key}", getattr(a, key))
+    for key in ("gae_lambda", "exploration_fraction", "start_eps", "end_eps"):
+        if hasattr(a, key):
+            _in_range(errors, f"algo.{key}", getattr(a, key), 0.0, 1.0)
+    for key in ("learning_starts", "ent_coef", "vf_coef"):
+        if hasattr(a, key) and not getattr(a, key) >= 0:
+            errors.append(f"algo.{key} must be >= 0, got {getattr(a, key)}")
+    if cfg.env.max_episode_steps is not None:
+        _positive(errors, "env.max_episode_steps", cfg.env.max_episode_steps)
     if cfg.warmup_iters < 0:
         errors.append(f"warmup_iters must be >= 0, got {cfg.warmup_iters}")
-    if cfg.eval_episodes < 0:
-        errors.append(f"eval_episodes must be >= 0, got {cfg.eval_episodes}")
+    if not 0 <= cfg.eval_episodes <= MAX_EVAL_EPISODES:  # evaluation steps one env per episode at once
+        errors.append(f"eval_episodes must be in [0, {MAX_EVAL_EPISODES}], got {cfg.eval_episodes}")
     if cfg.backend.num_threads is not None and cfg.backend.num_threads <= 0:
         errors.append(f"backend.num_threads must be > 0 (or null for the job's CPUs), got {cfg.backend.num_threads}")
     if cfg.compile.fullgraph and cfg.compile.mode == "none":
         errors.append("compile.fullgraph=true conflicts with compile=none: fullgraph only means something when compiling")
+    if cfg.compile.dynamic and cfg.compile.mode == "none":
+        errors.append("compile.dynamic=true conflicts with compile=none: dynamic shapes only mean something when "
+                      "compiling")
+    if cfg.deterministic and cfg.backend.cudnn_benchmark:
+        errors.append("deterministic=true conflicts with backend.cudnn_benchmark=true: the cuDNN autotuner picks "
+                      "algorithms by timing, which is not deterministic; drop one of them")
 
     if not _DEVICE_RE.match(cfg.device):
         errors.append(f"device={cfg.device!r} is not valid; use auto, cpu, cuda or cuda:N")

@@ -1,0 +1,54 @@
+"""Real gymnasium environments that fail on purpose, for the fault tests.
+
+A job picks one with gymnasium's ``module:id`` form, e.g. ``env.id=tests.fault_envs:CrashingCartPole-v0``:
+the job process imports this module (the repository root is on its path), which registers them.
+Each sub-environment counts its own steps, across resets.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+#: env steps (per sub-environment) after which the faults strike
+FAULT_AT_STEP = 40
+CRASH_MESSAGE = "injected fault: the environment crashed"
+
+
+class _Counting(CartPoleEnv):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.steps_taken = 0
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.steps_taken += 1
+        return super().step(action)
+
+
+class CrashingCartPole(_Counting):
+    """CartPole that raises RuntimeError at its FAULT_AT_STEP-th step."""
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        out = super().step(action)
+        if self.steps_taken >= FAULT_AT_STEP:
+            raise RuntimeError(f"{CRASH_MESSAGE} at step {self.steps_taken}")
+        return out
+
+
+class NaNRewardCartPole(_Counting):
+    """CartPole whose rewards turn NaN from its FAULT_AT_STEP-th step on (a broken reward function)."""
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.steps_taken >= FAULT_AT_STEP:
+            reward = math.nan
+        return obs, reward, terminated, truncated, info
+
+
+for _cls in (CrashingCartPole, NaNRewardCartPole):
+    _id = f"{_cls.__name__}-v0"
+    if _id not in gym.envs.registry:
+        gym.register(_id, entry_point=_cls, max_episode_steps=500)

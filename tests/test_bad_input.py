@@ -1,0 +1,193 @@
+"""Bad input, table-driven, through the real `python -m sweeps.train`.
+
+Every malformed invocation exits non-zero before any job starts, with one clear message and no
+Python traceback (unless RLSWEEP_DEBUG=1 asks for one), and leaves no output folder behind: not
+the one it was given, nor Hydra's default ones under the working directory. The invocations run
+two at a time in fresh working directories; a representative subset runs as a sweep (-m) too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import ROOT
+
+from rlsweep.results import read_result
+
+# tiny, and valid for every algorithm (a case's own value of a key comes later, and wins)
+FAST = ["progress=false", "logger.mode=disabled", "total_env_steps=512", "eval_episodes=2"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One malformed invocation.
+
+    ``out`` is where the run (or with ``-m``, the sweep) is told to write; ``{tmp}`` is the case's
+    own folder; None passes no folder (Hydra's defaults under the working directory apply).
+    """
+
+    id: str
+    args: tuple[str, ...]
+    message: str
+    modes: tuple[str, ...] = ("run",)  # "run": a single run; "multirun": the same as a sweep (-m)
+    out: str | None = "{tmp}/out"
+    env: dict[str, str] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()  # command-line flags, after the overrides (argparse wants them together)
+
+
+BOTH = ("run", "multirun")
+NO_CREDENTIALS = {"WANDB_API_KEY": "", "NETRC": "/nonexistent/netrc"}
+
+CASES = [
+    # typos in groups, options and keys
+    Case("group-option-typo", ("compile=maxautotune",), "Could not find 'compile/maxautotune'", modes=BOTH),
+    Case("algo-typo", ("algo=ppp",), "Could not find 'algo/ppp'"),
+    Case("dtype-typo", ("dtype=bf16",), "Could not find 'dtype/bf16'"),
+    # an optional group: Hydra itself would run without the preset
+    Case("experiment-typo", ("experiment=smok",), "experiment=smok is not an option of experiment (did you mean "
+         "experiment=smoke?)", modes=BOTH),
+    Case("launcher-typo", ("hydra/launcher=submitit_locall",), "Could not find 'hydra/launcher/submitit_locall'"),
+    Case("group-name-typo", ("envv=cartpole",), "Key 'envv' not in 'TrainConfig'"),
+    Case("unknown-key", ("algo.nonexistent=1",), "Key 'nonexistent' not in 'PPOConfig'", modes=BOTH),
+    Case("key-typo", ("algo.learning_rate=0.1",), "Key 'learning_rate' not in 'PPOConfig'"),
+    Case("top-level-key-typo", ("seeed=1",), "Key 'seeed' not in 'TrainConfig'"),
+    Case("choice-by-key-typo", ("compile.mode=fast",), "compile.mode='fast' is not valid; choose one of"),
+    Case("logger-mode-typo", ("logger.mode=offlne",), "logger.mode='offlne' is not valid"),
+    Case("unknown-flag", ("--frobnicate",), "unrecognized arguments: --frobnicate"),
+    Case("conflicting-flags", (), "Only one of --run, --multirun", modes=("multirun",), flags=("--cfg", "job")),
+    # wrong types
+    Case("bool-not-bool", ("twin_modules=maybe",), "twin_modules", modes=BOTH),
+    Case("int-not-int", ("seed=abc",), "Value 'abc' of type 'str' could not be converted to Integer"),
+    Case("int-given-float", ("total_env_steps=1.5",), "Value '1.5' of type 'float' could not be converted to Integer"),
+    Case("float-not-float", ("algo.lr=fast",), "could not be converted to Float"),
+    Case("list-not-list", ("algo.hidden_sizes=64",), "int is not a ListConfig, list or tuple"),
+    Case("unresolvable-interpolation", ("logger.project=${oc.env:RLSWEEP_NO_SUCH_VAR}",),
+         "Environment variable 'RLSWEEP_NO_SUCH_VAR' not found"),
+    # budgets and ranges
+    Case("zero-budget", ("total_env_steps=0",), "total_env_steps must be > 0, got 0", modes=BOTH),
+    Case("negative-budget", ("total_env_steps=-5",), "total_env_steps must be > 0, got -5"),
+    Case("huge-budget", ("total_env_steps=100000000000000",), "total_env_steps=100000000000000 is too large"),
+    Case("zero-envs", ("algo.num_envs=0",), "algo.num_envs must be > 0"),
+    Case("negative-lr", ("algo.lr=-0.1",), "algo.lr must be > 0"),
+    Case("infinite-lr", ("algo.lr=inf",), "algo.lr must be finite"),
+    Case("nan-lr", ("algo.lr=nan",), "algo.lr must be > 0, got nan"),
+    Case("zero-epochs", ("algo.update_epochs=0",), "algo.update_epochs must be > 0"),
+    Case("gamma-above-one", ("algo.gamma=1.5",), "algo.gamma must be in (0, 1]"),
+    Case("eps-fraction-above-one", ("algo=dqn", "algo.exploration_fraction=2"),
+         "algo.exploration_fraction must be in [0.0, 1.0]"),
+    Case("negative-warmup", ("warmup_iters=-1",), "warmup_iters must be >= 0"),
+    Case("huge-eval", ("eval_episodes=100000",), "eval_episodes must be in [0, 1000]"),
+    Case("zero-episode-limit", ("env.max_episode_steps=0",), "env.max_episode_steps must be > 0"),
+    Case("zero-threads", ("backend.num_threads=0",), "backend.num_threads must be > 0"),
+    Case("matmul-precision-typo", ("backend.matmul_precision=low",), "backend.matmul_precision='low' is not valid"),
+    Case("bad-job-deep-in-a-sweep", ("seed=0,1,2", "algo.lr=0.001,-1"), "algo.lr=-1", modes=("multirun",)),
+    # environments
+    Case("env-id-typo", ("env.id=CartPol-v1",), "Did you mean: CartPole-v1", modes=BOTH),
+    Case("unknown-env-id", ("env.id=NoSuchEnv-v9",), "'NoSuchEnv-v9' is not a registered gymnasium environment"),
+    Case("env-module-missing", ("env.id=no_such_module:Foo-v0",), "module 'no_such_module' cannot be imported"),
+    Case("vectorization-typo", ("env.vectorization=threads",), "env.vectorization='threads' is not valid"),
+    # algorithm / env mismatches
+    Case("dqn-on-continuous", ("algo=dqn", "env=pendulum"), "algo=dqn needs a Discrete action space", modes=BOTH),
+    Case("sac-on-discrete", ("algo=sac", "env=cartpole"), "algo=sac needs a Box action space"),
+    # devices
+    Case("unknown-device", ("device=gpu",), "device='gpu' is not valid; use auto, cpu, cuda or cuda:N"),
+    *([Case("cuda-without-gpu", ("device=cuda",), "no CUDA device is available here", modes=BOTH)]
+      if not torch.cuda.is_available() else []),
+    # conflicting toggles
+    Case("fullgraph-without-compile", ("compile.fullgraph=true",), "compile.fullgraph=true conflicts with compile=none",
+         modes=BOTH),
+    Case("dynamic-without-compile", ("compile.dynamic=true",), "compile.dynamic=true conflicts with compile=none"),
+    Case("deterministic-cudnn-benchmark", ("deterministic=true", "backend.cudnn_benchmark=true"),
+         "deterministic=true conflicts with backend.cudnn_benchmark=true"),
+    # W&B
+    Case("online-without-credentials", ("logger.mode=online",), "wandb login", env=NO_CREDENTIALS, modes=BOTH),
+    # output folders: unwritable, under a file, unparsable quoting, a resume without its folder
+    Case("unwritable-output-dir", (), "cannot be created: no folder can be made in /proc", out="/proc/rlsweep-out",
+         modes=BOTH),
+    Case("output-dir-under-a-file", (), "is a file", out="{tmp}/a-file/out", modes=BOTH),
+    Case("unbalanced-quote-in-dir", (), "override_grammar", out="'{tmp}/my sweep", modes=BOTH),
+    Case("resume-without-its-folder", ("resume=true",), "resume=true needs the folder", out=None, modes=BOTH),
+]
+
+INVOCATIONS = [(case, mode) for case in CASES for mode in case.modes]
+
+
+def _invoke(case: Case, mode: str, base: Path) -> dict:
+    tmp = base / f"{case.id}-{mode}"
+    cwd = tmp / "cwd"  # Hydra's default output folders would appear here
+    cwd.mkdir(parents=True)
+    (tmp / "a-file").write_text("a regular file\n")
+    args = [*FAST, *case.args]
+    key = "hydra.sweep.dir" if mode == "multirun" else "hydra.run.dir"
+    out = case.out.format(tmp=tmp) if case.out is not None else None
+    if out is not None:
+        args.append(f"{key}={out}")
+    if mode == "multirun":
+        args.insert(0, "-m")
+    args += case.flags
+    env = {**os.environ, **case.env, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    env.pop("RLSWEEP_DEBUG", None)
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run([sys.executable, "-m", "sweeps.train", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    return {"proc": proc, "cwd": cwd, "out": out}
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    base = tmp_path_factory.mktemp("bad-input")
+    with ThreadPoolExecutor(max_workers=2) as pool:  # ~2.5 s of imports each: use both cores
+        futures = {(case.id, mode): pool.submit(_invoke, case, mode, base) for case, mode in INVOCATIONS}
+        return {key: future.result() for key, future in futures.items()}
+
+
+def test_the_table_is_big_enough() -> None:
+    assert len(CASES) >= 30 and len(INVOCATIONS) >= 45
+
+
+@pytest.mark.parametrize(("case", "mode"), INVOCATIONS, ids=[f"{c.id}-{m}" for c, m in INVOCATIONS])
+def test_bad_input_fails_before_any_job_with_one_message(outcomes: dict, case: Case, mode: str) -> None:
+    result = outcomes[(case.id, mode)]
+    proc = result["proc"]
+    assert proc.returncode != 0
+    assert case.message in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert len([line for line in proc.stderr.splitlines() if line.strip()]) <= 20  # one message, not a log
+    assert "training" not in proc.stdout + proc.stderr  # no job started
+    assert list(result["cwd"].iterdir()) == []  # no outputs/ or multirun/ folder
+    if result["out"] is not None and not result["out"].startswith("'"):
+        assert not Path(result["out"]).exists()
+
+
+@pytest.mark.parametrize(("args", "trace"), [
+    (["total_env_steps=0"], ["in on_run_start", "ConfigError: rlsweep: invalid configuration"]),  # ours
+    (["compile=maxautotune"], ["Traceback (most recent call last)", "MissingConfigException"]),  # Hydra's
+])
+def test_rlsweep_debug_shows_the_traceback(tmp_path: Path, args: list[str], trace: list[str]) -> None:
+    """RLSWEEP_DEBUG=1: the same bad input, with where it was found (and still no folder)."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "sweeps.train", *FAST, *args, f"hydra.run.dir={out}"], cwd=ROOT,
+                          env={**os.environ, "RLSWEEP_DEBUG": "1"}, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0
+    assert all(t in proc.stderr for t in trace), proc.stderr[-3000:]
+    assert not out.exists()
+
+
+def test_a_valid_sweep_folder_with_spaces_and_quotes_works_end_to_end(tmp_path: Path) -> None:
+    sweep = tmp_path / "my sweeps" / "it's \"quoted\" & [odd]"
+    escaped = str(sweep).replace("\\", "\\\\").replace('"', '\\"')
+    proc = subprocess.run([sys.executable, "-m", "sweeps.train", "-m", *FAST, "seed=0,1",
+                           f'hydra.sweep.dir="{escaped}"'], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for i in (0, 1):
+        record = read_result(sweep / str(i))
+        assert record["status"] == "ok" and record["job"]["sweep_dir"] == str(sweep.resolve())
+    assert (sweep / "report" / "summary.md").is_file() and "2 ok" in (sweep / "report" / "summary.md").read_text()
