@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import ROOT
 
 HAS_SB3 = importlib.util.find_spec("stable_baselines3") is not None

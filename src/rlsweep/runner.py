@@ -10,8 +10,8 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,8 +23,8 @@ from rlsweep.algos.base import Algorithm
 from rlsweep.compile_stats import CompileStats
 from rlsweep.config import TrainConfig
 from rlsweep.envs import evaluate, make_envs
-from rlsweep.timing import PhaseTimer
 from rlsweep.signals import StopSignals
+from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import applied_toggles
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 import torch
-
 from helpers import compose_cfg, params_of, tiny_cfg
+
 from rlsweep.algos import ALGORITHMS
 from rlsweep.algos.base import NonFiniteLossError
 from rlsweep.config import ALGO_SCHEMAS, AlgoConfig

@@ -1,4 +1,5 @@
 from helpers import tiny_cfg
+
 from rlsweep.runner import train
 
 from .contract import AlgorithmContract

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, read_wandb_run, run_train
+
 from rlsweep.results import read_result
 
 pytestmark = pytest.mark.slurm

@@ -4,8 +4,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import read_wandb_run, run_train
+
 from rlsweep.results import read_result
 
 #: every toggle on at once, in one real job (python -m sweeps.train, W&B offline)

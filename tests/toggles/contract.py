@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
-
 from helpers import compose_cfg, params_of, tiny_cfg
+
 from rlsweep.algos import ALGORITHMS
 from rlsweep.envs import make_envs
 from rlsweep.runner import seed_everything, train
