@@ -204,7 +204,8 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
             group=group,
             job_type=tcfg.algo.name,
             tags=toggle_tags(tcfg),
-            config={**columns, **{f"toggle.{t.name}": t().value(tcfg) for t in TOGGLES}},
+            config={**columns, **{f"toggle.{t.name}": t().value(tcfg) for t in TOGGLES},
+                    **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")}},
             run_id=stable_run_id(out_dir),
         )
         outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)

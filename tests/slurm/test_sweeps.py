@@ -39,6 +39,10 @@ def test_the_cards_command_runs_on_slurm(slurm_cluster, tmp_path: Path) -> None:
     assert sorted(r["job"]["slurm_array_index"] for r in records) == ["0", "1"]
     assert all(r["job"]["launcher"] == "SlurmLauncher" for r in records)
     (job_id,) = job_ids
+    for r in records:  # the W&B run carries the Slurm ids too
+        config = read_wandb_run(r["logging"]["wandb_run_dir"])["config"]
+        assert config["job.slurm_job_id"] == job_id
+        assert config["job.slurm_array_index"] == r["job"]["slurm_array_index"]
     states = sacct_states(job_id)
     assert {f"{job_id}_0", f"{job_id}_1"} <= set(states)
     assert all(states[f"{job_id}_{i}"] == "COMPLETED" for i in (0, 1))
