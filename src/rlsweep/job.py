@@ -30,7 +30,7 @@ from rlsweep.results import RESULT_FILE, fingerprint, write_result
 from rlsweep.runner import resolve_device, train
 from rlsweep.signals import Interrupted
 from rlsweep.toggles import TOGGLES
-from rlsweep.tracking import Tracker, flatten, scrub, secret_values, stable_run_id
+from rlsweep.tracking import Tracker, flatten, run_group, scrub, secret_values, stable_run_id
 from rlsweep.validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
@@ -174,9 +174,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         log.info("%s: finished before with the same config; kept as it is (resume=true)", out_dir)
         return {**done, "skipped": True}
     secrets = secret_values()
-    group = tcfg.logger.group or (Path(info["sweep_dir"]).name if info["sweep_dir"] else out_dir.name)
-    if info["sweep_dir"]:
-        group = tcfg.logger.group or "/".join(Path(info["sweep_dir"]).parts[-2:])
+    group = run_group(tcfg.logger.group, info["sweep_dir"], out_dir)
     record: dict[str, Any] = {
         "status": "failed",
         "error": None,

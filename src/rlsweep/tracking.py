@@ -75,6 +75,19 @@ def stable_run_id(output_dir: Path) -> str:
     return hashlib.sha1(str(Path(output_dir).resolve()).encode()).hexdigest()[:16]
 
 
+def run_group(logger_group: str | None, sweep_dir: str | os.PathLike[str] | None, output_dir: Path) -> str:
+    """The W&B group of a job: ``logger.group`` if set, else its sweep (or single-run) folder.
+
+    A sweep's group is the sweep folder's last two path components
+    (``multirun/2026-11-29/21-00-00`` -> ``2026-11-29/21-00-00``); the report logs into the same one.
+    """
+    if logger_group:
+        return logger_group
+    if sweep_dir:
+        return "/".join(Path(sweep_dir).parts[-2:])
+    return Path(output_dir).name
+
+
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():

@@ -14,22 +14,14 @@ from typing import Any
 
 from rlsweep.report.model import Job, Report, WandbTarget
 from rlsweep.report.render import cell_text, effects_table, summary_table
+from rlsweep.tracking import run_group
 
 WANDB_MODES = ("offline", "online")
 
 
 def wandb_group(sweep_dir: str | os.PathLike[str], group: str | None) -> str:
-    """The W&B group of a sweep's jobs, computed as :func:`rlsweep.job.train_job` does.
-
-    Args:
-        sweep_dir: The sweep folder as the jobs saw it (``record["job"]["sweep_dir"]``).
-        group: ``logger.group`` of the jobs' config (None: not set).
-
-    Returns:
-        ``group`` if set, else the sweep folder's last two path components
-        (``multirun/2026-11-29/21-00-00`` -> ``2026-11-29/21-00-00``).
-    """
-    return group or "/".join(Path(sweep_dir).parts[-2:])
+    """The W&B group of a sweep's jobs (``record["job"]["sweep_dir"]``, ``logger.group``)."""
+    return run_group(group, sweep_dir, Path(sweep_dir))
 
 
 def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
