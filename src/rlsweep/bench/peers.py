@@ -84,24 +84,11 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
 
 
 def _evaluate(model: Any, env_id: str, episodes: int, seed: int) -> list[float]:
-    """Deterministic returns of ``episodes`` episodes, one per env (as rlsweep evaluates)."""
-    import gymnasium as gym
+    """Deterministic returns of ``episodes`` episodes, with the very evaluation rlsweep's jobs use."""
+    from rlsweep.config import EnvConfig
+    from rlsweep.envs import evaluate
 
-    envs = gym.make_vec(env_id, num_envs=episodes, vectorization_mode="sync")
-    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    obs, _ = envs.reset(seed=seed)
-    returns: list[float | None] = [None] * episodes
-    try:
-        while any(r is None for r in returns):
-            action, _ = model.predict(obs, deterministic=True)
-            obs, _, _, _, info = envs.step(action)
-            if "episode" in info:
-                for i in np.flatnonzero(info["_episode"]):
-                    if returns[i] is None:
-                        returns[i] = float(info["episode"]["r"][i])
-    finally:
-        envs.close()
-    return [float(r) for r in returns if r is not None]
+    return evaluate(lambda obs: model.predict(obs, deterministic=True)[0], EnvConfig(id=env_id), episodes, seed)
 
 
 def raw_vector_stepping(env_id: str, num_envs: int, vector_steps: int, seed: int) -> dict[str, Any]:
