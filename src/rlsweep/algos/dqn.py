@@ -5,7 +5,8 @@ Where the toggles act:
   or the original switched with ``.eval()``/``.train()`` (``twin_modules``);
 - replay samples live on the host and are copied to the device per gradient step
   (``pin_memory``/``non_blocking``); actions come back device->host;
-- the whole gradient step (target, loss, backward, clip, optimizer step) is compiled ("update");
+- the whole gradient step (target, loss, backward, clip, optimizer step) is compiled ("update"),
+  as ONE graph (torch.func gradients + Adam on the optimizer's state: ``algos/functional.py``);
 - the target-network update is a Polyak/lerp update, in place or out of place (``inplace``),
   as are the ReLUs.
 
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import DQNConfig, TrainConfig
@@ -56,7 +58,13 @@ class DQN(Algorithm):
 
         self.acting = rt.acting_modules(self.q)
         self.act_fn = rt.compile(self._act, "act")
-        self.update_fn = rt.compile(self._update_step, "update")
+        self.params = list(self.q.parameters())
+        # see algos/functional.py; CPU only for now: on CUDA, Adam keeps its step counters on the
+        # host (non-capturable) and that mixed-device graph has not been verified on a GPU yet
+        self.single_graph_update = rt.compile_mode is not None and self.scaler is None and dev.type == "cpu"
+        self._q_forward = F.functional_forward(self.q, [n for n, _ in self.q.named_parameters()])
+        step = self._single_graph_update_step if self.single_graph_update else self._update_step
+        self.update_fn = rt.compile(step, "update")
 
         self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
@@ -132,6 +140,7 @@ class DQN(Algorithm):
             done_before = self.env_steps - self.iteration_env_steps
             self.lr.fill_(a.lr * max(1e-3, 1.0 - done_before / self.total_env_steps))
         losses = []
+        extra = F.adam_state(self.optimizer, self.params).as_args() if self.single_graph_update else ()
         for _ in range(a.gradient_steps):
             batch = self.buffer.sample(a.batch_size)
             t = timer.start()
@@ -142,12 +151,23 @@ class DQN(Algorithm):
             terminated = rt.h2d(batch["terminated"])
             timer.stop("h2d", t)
             t = timer.start()
-            losses.append(self.update_fn(obs, actions, rewards, next_obs_b, terminated))
+            losses.append(self.update_fn(obs, actions, rewards, next_obs_b, terminated, *extra))
             timer.stop("update", t)
             self.updates += 1
         loss = torch.stack(losses)
         check_finite(loss, self.updates)
         return {"loss": float(loss.mean()), "epsilon": self.epsilon(), "lr": float(self.lr), "updated": 1.0}
+
+    def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+        a = self.a
+        with torch.no_grad(), self.rt.autocast():
+            next_q_target = self.q_target(next_obs).float()
+            if a.double_q:
+                best = self.q(next_obs).argmax(-1, keepdim=True)
+                next_q = next_q_target.gather(-1, best).squeeze(-1)
+            else:
+                next_q = next_q_target.max(-1).values
+            return rewards + a.gamma * (1.0 - terminated) * next_q
 
     def _update_step(
         self,
@@ -157,15 +177,9 @@ class DQN(Algorithm):
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
     ) -> torch.Tensor:
+        """One gradient step with autograd and torch.optim.Adam (eager; or compiled with a GradScaler)."""
         a = self.a
-        with torch.no_grad(), self.rt.autocast():
-            next_q_target = self.q_target(next_obs).float()
-            if a.double_q:
-                best = self.q(next_obs).argmax(-1, keepdim=True)
-                next_q = next_q_target.gather(-1, best).squeeze(-1)
-            else:
-                next_q = next_q_target.max(-1).values
-            target = rewards + a.gamma * (1.0 - terminated) * next_q
+        target = self._td_target(rewards, next_obs, terminated)
         with self.rt.autocast():
             q = self.q(obs).float().gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         loss = nn.functional.smooth_l1_loss(q, target)
@@ -180,6 +194,30 @@ class DQN(Algorithm):
             loss.backward()
             nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
             self.optimizer.step()
+        return loss.detach()
+
+    def _single_graph_update_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        steps: list[torch.Tensor],
+        exp_avgs: list[torch.Tensor],
+        exp_avg_sqs: list[torch.Tensor],
+    ) -> torch.Tensor:
+        """The same step as :meth:`_update_step` as one traceable function (compiled only)."""
+        target = self._td_target(rewards, next_obs, terminated)
+
+        def loss_of(params: list[torch.Tensor]) -> torch.Tensor:
+            with self.rt.autocast():
+                q = self._q_forward(params, obs).float().gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            return nn.functional.smooth_l1_loss(q, target)
+
+        grads, loss = torch.func.grad_and_value(loss_of)([p.detach() for p in self.params])
+        grads = F.clip_grad_norm(grads, self.a.max_grad_norm)
+        F.adam_step_(self.params, grads, F.AdamState(steps, exp_avgs, exp_avg_sqs), self.optimizer, self.lr)
         return loss.detach()
 
     # -- state -----------------------------------------------------------------------------------------

@@ -5,8 +5,11 @@ Where the toggles act:
   the original switched with ``.eval()``/``.train()`` (``twin_modules``);
 - replay samples live on the host and are copied to the device per gradient step
   (``pin_memory``/``non_blocking``); actions come back device->host;
-- one gradient step (critic, actor and temperature losses, backward passes, optimizer steps)
-  is one compiled function ("update");
+- one gradient step (critic, actor and temperature losses, backward passes, optimizer steps,
+  and the target critics' Polyak update) is one compiled function ("update"), traced as ONE
+  graph (torch.func gradients + Adam on the optimizers' state: ``algos/functional.py``); the
+  actor's gradient is taken with respect to the actor only, where ``actor_loss.backward()`` also
+  computes (and then discards) the critics' parameter gradients;
 - the target critics' Polyak update and the ReLUs are in place or not (``inplace``).
 
 Gaussian noise is drawn eagerly and passed into the compiled functions, so compiled and eager
@@ -22,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import SACConfig, TrainConfig
@@ -95,7 +99,15 @@ class SAC(Algorithm):
 
         self.acting = rt.acting_modules(self.actor)
         self.act_fn = rt.compile(self._act, "act")
-        self.update_fn = rt.compile(self._update_step, "update")
+        self.actor_params = list(self.actor.parameters())
+        # see algos/functional.py; CPU only for now: on CUDA, Adam keeps its step counters on the
+        # host (non-capturable) and that mixed-device graph has not been verified on a GPU yet
+        self.single_graph_update = rt.compile_mode is not None and dev.type == "cpu"
+        self._actor_fwd = F.functional_forward(self.actor, [n for n, _ in self.actor.named_parameters()])
+        self._q_fwds = tuple(F.functional_forward(q, [n for n, _ in q.named_parameters()]) for q in (self.q1, self.q2))
+        self._n_q1 = len(list(self.q1.parameters()))
+        step = self._single_graph_update_step if self.single_graph_update else self._update_step
+        self.update_fn = rt.compile(step, "update")
 
         self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, act_space.shape, np.float32, seed=cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
@@ -172,8 +184,14 @@ class SAC(Algorithm):
         terminated = rt.h2d(batch["terminated"])
         timer.stop("h2d", t)
         t = timer.start()
-        stats = self.update_fn(obs, actions, rewards, next_obs, terminated, noise)
-        rt.polyak_update(self.target_params, self.critic_params, a.tau)
+        if self.single_graph_update:
+            opt_states = (F.adam_state(self.critic_opt, self.critic_params),
+                          F.adam_state(self.actor_opt, self.actor_params), F.adam_state(self.alpha_opt, [self.log_alpha]))
+            stats = self.update_fn(obs, actions, rewards, next_obs, terminated, noise,
+                                   *(t for st in opt_states for t in st.as_args()))
+        else:
+            stats = self.update_fn(obs, actions, rewards, next_obs, terminated, noise)
+            rt.polyak_update(self.target_params, self.critic_params, a.tau)
         timer.stop("update", t)
         self.updates += 1
         return stats
@@ -187,12 +205,10 @@ class SAC(Algorithm):
         terminated: torch.Tensor,
         noise: torch.Tensor,
     ) -> torch.Tensor:
+        """One gradient step with autograd and torch.optim.Adam (eager)."""
         a, rt = self.a, self.rt
         alpha = self.log_alpha.detach().exp()
-        with torch.no_grad(), rt.autocast():
-            next_actions, next_logp = self.actor(next_obs, noise[0])
-            q_next = torch.min(self.q1_target(next_obs, next_actions), self.q2_target(next_obs, next_actions))
-            target = rewards + a.gamma * (1.0 - terminated) * (q_next - alpha * next_logp)
+        target = self._soft_target(rewards, next_obs, terminated, noise[0], alpha)
         with rt.autocast():
             critic_loss = nn.functional.mse_loss(self.q1(obs, actions), target) + nn.functional.mse_loss(
                 self.q2(obs, actions), target
@@ -214,6 +230,64 @@ class SAC(Algorithm):
             self.alpha_opt.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_opt.step()
+        return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha])
+
+    def _soft_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor,
+                     noise: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad(), self.rt.autocast():
+            next_actions, next_logp = self.actor(next_obs, noise)
+            q_next = torch.min(self.q1_target(next_obs, next_actions), self.q2_target(next_obs, next_actions))
+            return rewards + self.a.gamma * (1.0 - terminated) * (q_next - alpha * next_logp)
+
+    def _single_graph_update_step(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        noise: torch.Tensor,
+        *opt_state: list[torch.Tensor],
+    ) -> torch.Tensor:
+        """The same step as :meth:`_update_step` plus the Polyak update, as one traceable function.
+
+        ``opt_state``: (steps, exp_avgs, exp_avg_sqs) of the critic, actor and temperature optimizers.
+        """
+        a, rt = self.a, self.rt
+        critic_state, actor_state, alpha_state = (F.AdamState(*opt_state[i : i + 3]) for i in (0, 3, 6))
+        q1_fwd, q2_fwd = self._q_fwds
+        n_q1 = self._n_q1
+        alpha = self.log_alpha.detach().exp()
+        target = self._soft_target(rewards, next_obs, terminated, noise[0], alpha)
+
+        def critic_loss_of(params: list[torch.Tensor]) -> torch.Tensor:
+            with rt.autocast():
+                q1 = q1_fwd(params[:n_q1], obs, actions)
+                q2 = q2_fwd(params[n_q1:], obs, actions)
+            return nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
+
+        grads, critic_loss = torch.func.grad_and_value(critic_loss_of)([p.detach() for p in self.critic_params])
+        F.adam_step_(self.critic_params, grads, critic_state, self.critic_opt)
+
+        critic = [p.detach() for p in self.critic_params]  # updated: the actor is judged by the new critics
+
+        def actor_loss_of(params: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+            with rt.autocast():
+                pi_actions, logp = self._actor_fwd(params, obs, noise[1])
+                q_pi = torch.min(q1_fwd(critic[:n_q1], obs, pi_actions), q2_fwd(critic[n_q1:], obs, pi_actions))
+            return (alpha * logp - q_pi).mean(), logp.detach()
+
+        grads, (actor_loss, logp) = torch.func.grad_and_value(actor_loss_of, has_aux=True)(
+            [p.detach() for p in self.actor_params])
+        F.adam_step_(self.actor_params, grads, actor_state, self.actor_opt)
+
+        if a.autotune_alpha:
+            def alpha_loss_of(log_alpha: torch.Tensor) -> torch.Tensor:
+                return (-log_alpha.exp() * (logp + self.target_entropy)).mean()
+
+            alpha_grad = torch.func.grad(alpha_loss_of)(self.log_alpha.detach())
+            F.adam_step_([self.log_alpha], [alpha_grad], alpha_state, self.alpha_opt)
+        rt.polyak_update(self.target_params, self.critic_params, a.tau)
         return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha])
 
     # -- state ---------------------------------------------------------------------------------------
