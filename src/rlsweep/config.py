@@ -15,6 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILED_FUNCTIONS = ("act", "update")  # what every algorithm hands to torch.compile
 DTYPES = ("float32", "bfloat16", "float16")
 LOGGER_MODES = ("offline", "online", "disabled")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -120,6 +121,10 @@ class CompileConfig:
     mode: str = "none"
     fullgraph: bool = False  # fail on graph breaks instead of splitting
     dynamic: Optional[bool] = False  # False: specialise shapes (sizes are fixed in RL loops)
+    # which of the algorithm's functions to compile: the acting forward ("act", once per env step)
+    # and/or the gradient step ("update"); on a CPU a compiled call can cost more than a tiny
+    # eager forward, so compiling only the update is often fastest there
+    functions: list[str] = field(default_factory=lambda: list(COMPILED_FUNCTIONS))
 
 
 @dataclass

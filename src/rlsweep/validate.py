@@ -17,6 +17,7 @@ from typing import Any
 from rlsweep.config import (
     ACTIVATIONS,
     COMPILE_MODES,
+    COMPILED_FUNCTIONS,
     DTYPES,
     LOGGER_MODES,
     MATMUL_PRECISIONS,
@@ -143,6 +144,10 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
     if cfg.compile.dynamic and cfg.compile.mode == "none":
         errors.append("compile.dynamic=true conflicts with compile=none: dynamic shapes only mean something when "
                       "compiling")
+    unknown = [f for f in cfg.compile.functions if f not in COMPILED_FUNCTIONS]
+    if unknown or not cfg.compile.functions or len(set(cfg.compile.functions)) != len(cfg.compile.functions):
+        errors.append(f"compile.functions must be a non-empty list of distinct names from {list(COMPILED_FUNCTIONS)}, "
+                      f"got {list(cfg.compile.functions)}")
     if cfg.deterministic and cfg.backend.cudnn_benchmark:
         errors.append("deterministic=true conflicts with backend.cudnn_benchmark=true: the cuDNN autotuner picks "
                       "algorithms by timing, which is not deterministic; drop one of them")

@@ -61,7 +61,7 @@ class DQN(Algorithm):
         self.params = list(self.q.parameters())
         # see algos/functional.py; CPU only for now: on CUDA, Adam keeps its step counters on the
         # host (non-capturable) and that mixed-device graph has not been verified on a GPU yet
-        self.single_graph_update = rt.compile_mode is not None and self.scaler is None and dev.type == "cpu"
+        self.single_graph_update = rt.compiles("update") and self.scaler is None and dev.type == "cpu"
         self._q_forward = F.functional_forward(self.q, [n for n, _ in self.q.named_parameters()])
         step = self._single_graph_update_step if self.single_graph_update else self._update_step
         self.update_fn = rt.compile(step, "update")

@@ -102,7 +102,7 @@ class SAC(Algorithm):
         self.actor_params = list(self.actor.parameters())
         # see algos/functional.py; CPU only for now: on CUDA, Adam keeps its step counters on the
         # host (non-capturable) and that mixed-device graph has not been verified on a GPU yet
-        self.single_graph_update = rt.compile_mode is not None and dev.type == "cpu"
+        self.single_graph_update = rt.compiles("update") and dev.type == "cpu"
         self._actor_fwd = F.functional_forward(self.actor, [n for n, _ in self.actor.named_parameters()])
         self._q_fwds = tuple(F.functional_forward(q, [n for n, _ in q.named_parameters()]) for q in (self.q1, self.q2))
         self._n_q1 = len(list(self.q1.parameters()))

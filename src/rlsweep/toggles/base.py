@@ -101,6 +101,7 @@ class Runtime:
         self.compile_mode: str | None = None
         self.compile_fullgraph = False
         self.compile_dynamic: bool | None = False
+        self.compile_functions: tuple[str, ...] = ()
         self.compile_stats: CompileStats | None = None
         # dtype toggle
         self.autocast_dtype: torch.dtype | None = None
@@ -136,9 +137,16 @@ class Runtime:
         return host.numpy()
 
     # -- compile -----------------------------------------------------------------------------
+    def compiles(self, name: str) -> bool:
+        """Whether :meth:`compile` compiles the function called ``name``."""
+        return self.compile_mode is not None and name in self.compile_functions
+
     def compile(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-        """``torch.compile`` ``fn`` with the job's mode (or return it unchanged when eager)."""
-        if self.compile_mode is None:
+        """``torch.compile`` ``fn`` with the job's mode, or ``fn`` itself when eager or not selected.
+
+        ``name`` is "act" or "update" (``compile.functions`` selects among them).
+        """
+        if not self.compiles(name):
             return fn
         compiled = torch.compile(
             fn, mode=self.compile_mode, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic

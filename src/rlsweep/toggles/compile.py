@@ -1,4 +1,4 @@
-"""``compile``: torch.compile with the chosen mode on the acting forward and the update step."""
+"""``compile``: torch.compile with the chosen mode on the acting forward and/or the update step."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class CompileToggle(Toggle):
         rt.compile_mode = cfg.compile.mode
         rt.compile_fullgraph = cfg.compile.fullgraph
         rt.compile_dynamic = cfg.compile.dynamic
+        rt.compile_functions = tuple(cfg.compile.functions)
 
     def restore(self) -> None:
         # compiled code of one job must not serve (or count toward) the next in-process job
