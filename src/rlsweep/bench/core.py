@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 
 #: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (see docs/results/bench.md):
-#: compile pays for PPO's tiny 64x64 nets (overhead-bound, ~2.5x on the update) and ~10% for SAC's
-#: update; DQN's 256x256 batch-64 step is compute-bound at 1 thread, where compile only adds call
-#: overhead to acting.
+#: every algorithm's update compiles into one graph (algos/functional.py) and pays; a compiled call
+#: of the batch-1 (DQN, SAC) or batch-8 (PPO) acting forward costs as much as the eager forward or
+#: more, so acting stays eager (compile.functions=[update]).
 BEST_TOGGLES: dict[str, dict[str, list[str]]] = {
-    "cpu": {"ppo": ["compile=default", "twin_modules=true"],
-            "dqn": ["twin_modules=true"],
-            "sac": ["compile=default", "twin_modules=true"]},
+    "cpu": {"ppo": ["compile=default", "compile.functions=[update]", "twin_modules=true"],
+            "dqn": ["compile=default", "compile.functions=[update]", "twin_modules=true"],
+            "sac": ["compile=default", "compile.functions=[update]", "twin_modules=true"]},
     # not measured on a GPU here: CUDA graphs and asynchronous copies are the usual wins
     "cuda": {"ppo": ["compile=reduce-overhead", "twin_modules=true", "non_blocking=true"],
              "dqn": ["compile=reduce-overhead", "twin_modules=true", "non_blocking=true"],
