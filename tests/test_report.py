@@ -664,3 +664,18 @@ def test_wandb_failure_only_warns(
         rp.build_report(rp.load_sweep(sweep)), tmp_path / "out", plots=False, log_wandb=False
     )
     assert len(calls) == 2
+
+
+def test_report_again_updates_its_one_wandb_run(tmp_path: Path) -> None:
+    """Real offline W&B: making a sweep's report twice leaves one report run (same id), not two."""
+    from helpers import read_wandb_run
+
+    sweep = logged_sweep(tmp_path, "offline")
+    assert rp.main([str(sweep), "--no-plots"]) == 0
+    (first,) = (sweep / "report" / "wandb").glob("offline-run-*")
+    assert rp.main([str(sweep), "--no-plots", "--baseline", "compile=default"]) == 0
+    (second,) = (sweep / "report" / "wandb").glob("offline-run-*")
+    assert first.name.rsplit("-", 1)[1] == second.name.rsplit("-", 1)[1]  # the run id
+    run = read_wandb_run(second)
+    assert (run["job_type"], run["exit_code"]) == ("report", 0)
+    assert run["summary"]["report/n_ok"] == 2

@@ -7,6 +7,7 @@ wandb is imported only when a run is made.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from rlsweep.report.model import Job, Report, WandbTarget
 from rlsweep.report.render import cell_text, effects_table, summary_table
-from rlsweep.tracking import run_group
+from rlsweep.tracking import run_group, stable_run_id
 
 WANDB_MODES = ("offline", "online")
 
@@ -55,6 +56,10 @@ def _table(wandb: Any, table: tuple[list[str], list[list[Any]]]) -> Any:
 def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
     """Log the report as one run (job_type "report") in the jobs' project and group.
 
+    The run's id comes from the report folder, so the report of a sweep made again (another
+    baseline, more jobs after a resume) updates the same W&B run; offline, the new copy replaces
+    the earlier one on disk once it is written.
+
     Logs ``report/cells`` (the columns of summary.csv), ``report/marginal_effects`` and each
     PNG in ``files`` as ``plots/<name>``; the counts and toggle effects go to the summary.
 
@@ -79,6 +84,9 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
             group=target.group,
             job_type="report",
             name="report",
+            # one report run per sweep: running the report again continues it instead of adding one
+            id=stable_run_id(out_dir),
+            resume="allow",
             dir=str(out_dir),
             config={
                 "sweep_dir": str(report.sweep_dir),
@@ -116,6 +124,10 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
             )
         finally:
             run.finish()
+        if target.mode == "offline":  # the earlier offline copies of this run are superseded
+            for old in run_dir.parent.glob(f"offline-run-*-{run.id}"):
+                if old != run_dir:
+                    shutil.rmtree(old, ignore_errors=True)
         return run_dir
     except Exception as exc:  # noqa: BLE001 - the report's files are written either way
         reason = (str(exc).strip().splitlines() or [""])[0]
