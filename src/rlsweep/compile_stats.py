@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch._dynamo
-from torch._dynamo.utils import counters
+# torch._dynamo is imported where it is used, not here: importing it costs ~1 s (sympy, inductor,
+# torch.distributed) and eager jobs, which never wrap a function, must not pay that at start-up
 
 
 @dataclass
@@ -35,6 +35,8 @@ class FunctionCompileStats:
 
 
 def _graph_break_count() -> int:
+    from torch._dynamo.utils import counters
+
     return sum(counters["graph_break"].values())
 
 
@@ -64,12 +66,16 @@ class CompileStats:
 
     def install(self) -> None:
         if not self._installed:
+            import torch._dynamo
+
             torch._dynamo.callback_handler.register_start_callback(self._on_start)
             torch._dynamo.callback_handler.register_end_callback(self._on_end)
             self._installed = True
 
     def uninstall(self) -> None:
         if self._installed:
+            import torch._dynamo
+
             torch._dynamo.callback_handler.remove_start_callback(self._on_start)
             torch._dynamo.callback_handler.remove_end_callback(self._on_end)
             self._installed = False
