@@ -100,3 +100,21 @@ def test_sweep_with_submitit_local(tmp_path: Path) -> None:
 
 # Bad input (typos, wrong types, budgets, env ids, mismatches, devices, folders, conflicts) is
 # table-tested through this same entry point in test_bad_input.py.
+
+
+def test_async_vector_envs_give_the_sync_result(tmp_path: Path) -> None:
+    """env.vectorization=async (one process per env) runs end to end and learns the very same numbers."""
+    records = {}
+    for mode in ("sync", "async"):
+        out = tmp_path / mode
+        proc = run_train(["experiment=smoke", "logger.mode=disabled", "progress=false", "algo.num_envs=2",
+                          f"env.vectorization={mode}", f"hydra.run.dir={out}"])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records[mode] = read_result(out)
+    sync, asyn = records["sync"], records["async"]
+    assert asyn["status"] == "ok"
+    assert asyn["env_steps"] == sync["env_steps"] > 0
+    assert asyn["learning"]["final_return"] == sync["learning"]["final_return"]
+    for key in ("env_steps", "episode_return"):  # (wall times differ)
+        assert asyn["learning"]["curve"][key] == sync["learning"]["curve"][key]
+    assert asyn["learning"]["eval_returns"] == sync["learning"]["eval_returns"]

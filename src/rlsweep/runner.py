@@ -6,11 +6,12 @@ returns the measured record (and the trained algorithm, for in-process callers s
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +65,9 @@ class TrainOutcome:
     algo: Algorithm | None = field(default=None, repr=False)
 
     def record(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("algo")
-        return d
+        # not asdict(self): that deep-copies the algorithm too (envs, replay buffer), and an async
+        # vector env's worker handles cannot be copied at all
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "algo"}
 
 
 @dataclass
