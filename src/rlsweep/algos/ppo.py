@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.config import PPOConfig, TrainConfig
 from rlsweep.envs import finished_episodes
@@ -240,7 +241,7 @@ class PPO(Algorithm):
         b_logp, b_adv = self.logp_buf.reshape(-1), advantages.reshape(-1)
         b_ret, b_val = returns.reshape(-1), self.val_buf.reshape(-1)
         n_mb = self.batch_size // self.minibatch_size
-        extra = self._adam_state() if self.single_graph_update else ()
+        extra = F.adam_state(self.optimizer, self.params).as_args() if self.single_graph_update else ()
         update_fn, mb = self.update_fn, self.minibatch_size
         losses = []
         for _ in range(a.update_epochs):
@@ -314,17 +315,6 @@ class PPO(Algorithm):
             self.optimizer.step()
         return stats
 
-    def _adam_state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
-        """(steps, exp_avgs, exp_avg_sqs) of the optimizer, created as torch.optim.Adam creates them."""
-        state = self.optimizer.state
-        for p in self.params:
-            if not state[p]:
-                state[p]["step"] = torch.tensor(0.0, dtype=torch.get_default_dtype())
-                state[p]["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state[p]["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        return ([state[p]["step"] for p in self.params], [state[p]["exp_avg"] for p in self.params],
-                [state[p]["exp_avg_sq"] for p in self.params])
-
     def _single_graph_update_step(
         self,
         b_obs: torch.Tensor,
@@ -362,20 +352,8 @@ class PPO(Algorithm):
 
         params = [p.detach() for p in self.params]
         grads, (_, stats) = torch.func.grad_and_value(loss_of, has_aux=True)(params)
-        with torch.no_grad():
-            norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
-            clip = torch.clamp(a.max_grad_norm / (torch.linalg.vector_norm(norms) + 1e-6), max=1.0)
-            group = self.optimizer.param_groups[0]
-            beta1, beta2 = group["betas"]
-            eps, lr = group["eps"], self.lr
-            for p, g, step, m, v in zip(self.params, grads, steps, exp_avgs, exp_avg_sqs):
-                g = g * clip
-                step += 1
-                m.lerp_(g, 1 - beta1)
-                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                step_size_neg = -(lr / (1 - beta1**step))
-                bias2_sqrt = (1 - beta2**step).sqrt()
-                p.addcdiv_(m, (v.sqrt() / (bias2_sqrt * step_size_neg)).add_(eps / step_size_neg))
+        grads = F.clip_grad_norm(grads, a.max_grad_norm)
+        F.adam_step_(self.params, grads, F.AdamState(steps, exp_avgs, exp_avg_sqs), self.optimizer, self.lr)
         return stats
 
     # -- state ---------------------------------------------------------------------------------------
