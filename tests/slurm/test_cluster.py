@@ -52,6 +52,18 @@ def _result_within(job: submitit.Job, timeout_s: float) -> Any:
     return box["value"]
 
 
+def _wait_state(job: submitit.Job, state: str, timeout_s: float) -> None:
+    """Slurm's accounting may report the final state a moment after the result file is there."""
+    deadline = time.monotonic() + timeout_s
+    seen = None
+    while time.monotonic() < deadline:
+        seen = job.get_info(mode="force").get("State")
+        if seen == state:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"job {job.job_id}: state {seen!r}, not {state!r}, {timeout_s} s after its result")
+
+
 def _wait_running(job: submitit.Job, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -69,7 +81,7 @@ def test_submit_returns_result(slurm_cluster, tmp_path):
         assert _result_within(job, RESULT_TIMEOUT_S) == 5
     finally:
         job.cancel(check=False)  # no-op once the job has finished
-    assert job.get_info(mode="force")["State"] == "COMPLETED"
+    _wait_state(job, "COMPLETED", 30)
 
 
 def test_setup_lines_export_env(slurm_cluster, tmp_path):
