@@ -92,7 +92,11 @@ class PPO(Algorithm):
         # CPU only for now: on CUDA, Adam keeps its step counters on the host (non-capturable),
         # and that mixed-device graph has not been verified on a GPU yet.
         self.single_graph_update = rt.compiles("update") and self.scaler is None and dev.type == "cpu"
-        self._names = ([n for n, _ in self.actor.named_parameters()], [n for n, _ in self.critic.named_parameters()])
+        actor_names = [n for n, _ in self.actor.named_parameters()]
+        critic_names = [n for n, _ in self.critic.named_parameters()]
+        self._actor_fwd = F.functional_forward(self.actor, actor_names)
+        self._critic_fwd = F.functional_forward(self.critic, critic_names)
+        self._n_actor_critic = (len(actor_names), len(critic_names))
         step = self._single_graph_update_step if self.single_graph_update else self._update_step
         self.update_fn = rt.compile(step, "update")
 
@@ -338,16 +342,13 @@ class PPO(Algorithm):
         obs, act, old_logp, adv, ret, old_val = b_obs[idx], b_act[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx]
         if a.norm_adv:  # before the loss: no parameter reaches it (and in place it must not be under torch.func)
             adv = rt.normalize(adv)
-        actor_names, critic_names = self._names
-        n_actor, n_critic = len(actor_names), len(critic_names)
+        n_actor, n_critic = self._n_actor_critic
 
         def loss_of(params: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-            actor_p = dict(zip(actor_names, params[:n_actor]))
-            critic_p = dict(zip(critic_names, params[n_actor : n_actor + n_critic]))
             log_std = params[-1] if not self.discrete else self.log_std
             with rt.autocast():
-                out = torch.func.functional_call(self.actor, actor_p, (obs,))
-                value = torch.func.functional_call(self.critic, critic_p, (obs,))
+                out = self._actor_fwd(params[:n_actor], obs)
+                value = self._critic_fwd(params[n_actor : n_actor + n_critic], obs)
             return self._losses(out, value, log_std, act, old_logp, adv, ret, old_val)
 
         params = [p.detach() for p in self.params]

@@ -188,7 +188,7 @@ class SAC(Algorithm):
             opt_states = (F.adam_state(self.critic_opt, self.critic_params),
                           F.adam_state(self.actor_opt, self.actor_params), F.adam_state(self.alpha_opt, [self.log_alpha]))
             stats = self.update_fn(obs, actions, rewards, next_obs, terminated, noise,
-                                   *(t for st in opt_states for t in st.as_args()))
+                                   *(x for st in opt_states for x in st.as_args()))
         else:
             stats = self.update_fn(obs, actions, rewards, next_obs, terminated, noise)
             rt.polyak_update(self.target_params, self.critic_params, a.tau)
