@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -79,7 +80,8 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
 def _running_job_id(sweep: Path) -> str | None:
     """The Slurm job id of the sweep's first job (submitit's folder: <id> or <array id>_<index>)."""
     folder = sweep / ".submitit"
-    names = sorted(p.name for p in folder.iterdir() if p.name[0].isdigit()) if folder.is_dir() else []
+    # submitit also keeps pickles named by a random hex id there ("845eb86b...pkl"): match job ids only
+    names = sorted(p.name for p in folder.iterdir() if re.fullmatch(r"\d+(_\d+)?", p.name)) if folder.is_dir() else []
     return names[0].split("_")[0] if names else None
 
 
