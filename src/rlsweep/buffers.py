@@ -48,8 +48,12 @@ class ReplayBuffer:
         if self.pos >= self.capacity:
             self.full, self.pos = True, 0
 
-    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
-        idx = self.rng.integers(0, len(self), size=batch_size)
+    def sample(self, batch_size: int, num_batches: int | None = None) -> dict[str, np.ndarray]:
+        """``batch_size`` transitions drawn uniformly with replacement; with ``num_batches``, that many
+        independent batches stacked on a leading axis, drawn at once (one index draw and one gather
+        per field instead of one per batch: ``rng.integers`` alone costs ~10 us a call)."""
+        size = batch_size if num_batches is None else (num_batches, batch_size)
+        idx = self.rng.integers(0, len(self), size=size)
         return {
             "obs": self.obs[idx],
             "actions": self.actions[idx],

@@ -3,8 +3,11 @@
 Where the toggles act:
 - the greedy forward (``self._act``, compiled as "act") runs on an eval-mode Q-network: a twin
   or the original switched with ``.eval()``/``.train()`` (``twin_modules``);
-- replay samples live on the host and are copied to the device per gradient step
-  (``pin_memory``/``non_blocking``); actions come back device->host;
+- replay samples live on the host; each training burst draws all its batches at once and copies
+  them to the device in one copy per field (``pin_memory``/``non_blocking``); actions come back
+  device->host;
+- the target network does not change during a burst (it is updated between env steps), so the
+  targets' forward runs once per burst, batched over all its gradient steps, not once per step;
 - the whole gradient step (target, loss, backward, clip, optimizer step) is compiled ("update"),
   as ONE graph (torch.func gradients + Adam on the optimizer's state: ``algos/functional.py``);
 - the target-network update is a Polyak/lerp update, in place or out of place (``inplace``),
@@ -13,7 +16,8 @@ Where the toggles act:
 Semantics follow Stable-Baselines3 so its hyper-parameters mean the same here: every
 ``train_freq`` env steps, ``gradient_steps`` gradient steps; the target network is updated
 every ``target_update_interval`` env steps; epsilon decays linearly over
-``exploration_fraction`` of the budget.
+``exploration_fraction`` of the budget. A hard target update (``tau`` = 1) when no gradient step
+has happened since the last one copies equal values, and is skipped.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class DQN(Algorithm):
         self.total_env_steps = cfg.total_env_steps
         self._target_every = max(1, a.target_update_interval // a.num_envs)
         self._vector_steps = 0
+        self._target_synced_at_update = 0  # self.updates when the target last became a copy of q
 
     @property
     def iteration_env_steps(self) -> int:
@@ -107,7 +112,7 @@ class DQN(Algorithm):
                 obs_t = rt.h2d(next_obs, torch.float32)
                 timer.stop("h2d", t)
                 t = timer.start()
-                with torch.no_grad(), self.acting:
+                with torch.inference_mode(), self.acting:
                     greedy = self.act_fn(obs_t)
                 timer.stop("act", t)
                 t = timer.start()
@@ -128,7 +133,7 @@ class DQN(Algorithm):
             self.env_steps += a.num_envs
             self._vector_steps += 1
             if self._vector_steps % self._target_every == 0:
-                rt.polyak_update(self.q_target.parameters(), self.q.parameters(), a.tau)
+                self._update_target()
             self._record_episodes(finished_episodes(info))
         self.next_obs = next_obs
 
@@ -141,27 +146,39 @@ class DQN(Algorithm):
             self.lr.fill_(a.lr * max(1e-3, 1.0 - done_before / self.total_env_steps))
         losses = []
         extra = F.adam_state(self.optimizer, self.params).as_args() if self.single_graph_update else ()
-        for _ in range(a.gradient_steps):
-            batch = self.buffer.sample(a.batch_size)
+        batches = self.buffer.sample(a.batch_size, a.gradient_steps)
+        t = timer.start()
+        dev = {k: rt.h2d(v, torch.float32 if k.endswith("obs") else None) for k, v in batches.items()}
+        timer.stop("h2d", t)
+        t = timer.start()
+        next_q_target = self._next_q_target(dev["next_obs"])
+        timer.stop("update", t)
+        steps = zip(*(x.unbind(0) for x in (dev["obs"], dev["actions"], dev["rewards"], dev["next_obs"],
+                                              next_q_target, dev["terminated"])), strict=True)
+        for obs, actions, rewards, next_obs_b, next_q, terminated in steps:
             t = timer.start()
-            obs = rt.h2d(batch["obs"], torch.float32)
-            actions = rt.h2d(batch["actions"])
-            rewards = rt.h2d(batch["rewards"])
-            next_obs_b = rt.h2d(batch["next_obs"], torch.float32)
-            terminated = rt.h2d(batch["terminated"])
-            timer.stop("h2d", t)
-            t = timer.start()
-            losses.append(self.update_fn(obs, actions, rewards, next_obs_b, terminated, *extra))
+            losses.append(self.update_fn(obs, actions, rewards, next_obs_b, next_q, terminated, *extra))
             timer.stop("update", t)
             self.updates += 1
         loss = torch.stack(losses)
         check_finite(loss, self.updates)
         return {"loss": float(loss.mean()), "epsilon": self.epsilon(), "lr": float(self.lr), "updated": 1.0}
 
-    def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+    def _update_target(self) -> None:
+        if self.a.tau < 1.0 or self._target_synced_at_update != self.updates:
+            self.rt.polyak_update(self.q_target.parameters(), self.q.parameters(), self.a.tau)
+            self._target_synced_at_update = self.updates
+
+    @torch.no_grad()
+    def _next_q_target(self, next_obs: torch.Tensor) -> torch.Tensor:
+        """The target network's Q-values of a whole burst's next observations, in one forward."""
+        with self.rt.autocast():
+            return self.q_target(next_obs).float()
+
+    def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, next_q_target: torch.Tensor,
+                   terminated: torch.Tensor) -> torch.Tensor:
         a = self.a
         with torch.no_grad(), self.rt.autocast():
-            next_q_target = self.q_target(next_obs).float()
             if a.double_q:
                 best = self.q(next_obs).argmax(-1, keepdim=True)
                 next_q = next_q_target.gather(-1, best).squeeze(-1)
@@ -175,11 +192,12 @@ class DQN(Algorithm):
         actions: torch.Tensor,
         rewards: torch.Tensor,
         next_obs: torch.Tensor,
+        next_q_target: torch.Tensor,
         terminated: torch.Tensor,
     ) -> torch.Tensor:
         """One gradient step with autograd and torch.optim.Adam (eager; or compiled with a GradScaler)."""
         a = self.a
-        target = self._td_target(rewards, next_obs, terminated)
+        target = self._td_target(rewards, next_obs, next_q_target, terminated)
         with self.rt.autocast():
             q = self.q(obs).float().gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         loss = nn.functional.smooth_l1_loss(q, target)
@@ -202,13 +220,14 @@ class DQN(Algorithm):
         actions: torch.Tensor,
         rewards: torch.Tensor,
         next_obs: torch.Tensor,
+        next_q_target: torch.Tensor,
         terminated: torch.Tensor,
         steps: list[torch.Tensor],
         exp_avgs: list[torch.Tensor],
         exp_avg_sqs: list[torch.Tensor],
     ) -> torch.Tensor:
         """The same step as :meth:`_update_step` as one traceable function (compiled only)."""
-        target = self._td_target(rewards, next_obs, terminated)
+        target = self._td_target(rewards, next_obs, next_q_target, terminated)
 
         def loss_of(params: list[torch.Tensor]) -> torch.Tensor:
             with self.rt.autocast():
@@ -236,6 +255,7 @@ class DQN(Algorithm):
         self.rng.bit_generator.state = state["rng"]
         self.next_obs = state["next_obs"]
         self._vector_steps = state["vector_steps"]
+        self._target_synced_at_update = -1  # unknown: the next target update copies
         self.lr.fill_(state["lr"])
         for group in self.optimizer.param_groups:  # loading optimizer state replaced the lr tensor
             group["lr"] = self.lr

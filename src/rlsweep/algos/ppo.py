@@ -1,15 +1,19 @@
 """PPO: clipped surrogate objective, GAE, discrete (categorical) or continuous (Gaussian) actions.
 
 Where the toggles act:
-- acting forward (``self._act``, compiled as "act") runs on eval-mode modules: twins or the
-  originals switched with ``.eval()``/``.train()`` (``twin_modules``);
+- acting runs on eval-mode modules: twins or the originals switched with ``.eval()``/``.train()``
+  (``twin_modules``). Per env step only the actor runs (``self._act``, compiled as "act"); the
+  critic's values and the log-probabilities of the taken actions are computed after the rollout,
+  in one batched eager forward (``self._evaluate``, timed as "act" too): the networks do not change
+  during a rollout, so the numbers are the same up to GEMM rounding, and at 8 envs every torch op
+  per step costs several us;
 - every env step copies observations host->device (``pin_memory``/``non_blocking``) and actions
   device->host for acting;
 - the rollout is kept where its data comes from: observations, actions, rewards and done flags in
-  host (numpy) arrays, log-probabilities and values on the device. The host arrays cross to the
-  device once per rollout, before the update, through ``rt.h2d`` too: ``pin_memory`` and
-  ``non_blocking`` act on that copy as well (on CPU it is a view, no copy). Per step, a numpy row
-  write costs under 1 us where indexing a torch tensor cost ~4 us (profiled at 8 envs);
+  host (numpy) arrays. They cross to the device once per rollout, before the batched evaluation and
+  the update, through ``rt.h2d`` too: ``pin_memory`` and ``non_blocking`` act on that copy as well
+  (on CPU it is a view, no copy). Per step, a numpy row write costs under 1 us where indexing a
+  torch tensor cost ~4 us (profiled at 8 envs);
 - the whole update step (forward, loss, backward, clip, optimizer step) is one compiled function
   ("update");
 - activations and advantage normalisation follow ``inplace``; forwards run under ``dtype`` autocast.
@@ -108,12 +112,9 @@ class PPO(Algorithm):
         self.act_host = np.zeros(act_shape, dtype=np.int64 if self.discrete else np.float32)
         self.rew_host = np.zeros((s, n), dtype=np.float32)
         self.done_host = np.zeros((s, n), dtype=np.float32)
-        self.logp_buf = torch.zeros((s, n), device=dev)
-        self.val_buf = torch.zeros((s, n), device=dev)
-        # one view per step, made once: ``row.copy_(x)`` skips the index parsing of ``buf[step] = x``
-        self._logp_rows, self._val_rows = self.logp_buf.unbind(0), self.val_buf.unbind(0)
-        # the device copies of obs_host / act_host, made before each update
-        self.obs_buf = self.act_buf = torch.empty(0)
+        # the device copies of obs_host / act_host, and the rollout's (steps, envs) log-probabilities
+        # and values: made after each rollout, before the update
+        self.obs_buf = self.act_buf = self.logp_buf = self.val_buf = torch.empty(0)
         self.next_obs, _ = envs.reset(seed=cfg.seed)
         self.iterations_done = 0
         self.total_iterations = 1
@@ -127,28 +128,41 @@ class PPO(Algorithm):
         return self.total_iterations
 
     # -- acting --------------------------------------------------------------------------------
-    def _act(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        actor, critic = self.acting.modules
+    def _act(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """One env step's actions: the actor alone (values and log-probs come from :meth:`_evaluate`)."""
+        actor = self.acting.modules[0]
         with self.rt.autocast():
-            out = actor(obs)
-            value = critic(obs)
-        out, value = out.float(), value.float().squeeze(-1)
+            out = actor(obs).float()
         if self.discrete:
-            logp_all = torch.log_softmax(out, dim=-1)
             # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical distribution
-            action = torch.argmax(out - torch.log(-torch.log(noise)), dim=-1)
-            logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        else:
-            std = self.log_std.exp()
-            action = out + std * noise
-            logp = (-0.5 * noise.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(-1)
-        return action, logp, value
+            return torch.argmax(out + noise, dim=-1)
+        return out + self.log_std.exp() * noise
 
     def _noise(self, steps: int) -> torch.Tensor:
+        """The rollout's action noise: Gumbel (discrete) or standard normal (continuous), drawn at once."""
         shape = (steps, self.a.num_envs, self.act_dim)
         if self.discrete:
-            return torch.rand(shape, device=self.device).clamp_(1e-12, 1.0 - 1e-7)
+            u = torch.rand(shape, device=self.device).clamp_(1e-12, 1.0 - 1e-7)
+            return u.log_().neg_().log_().neg_()  # -log(-log(u))
         return torch.randn(shape, device=self.device)
+
+    def _evaluate(self, obs: torch.Tensor, act: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log-probabilities of the taken actions, values) of a whole (steps, envs) rollout, one forward each.
+
+        Eager, not compiled as "act": its batch shape differs from the per-step one (a recompile),
+        and it runs once per rollout.
+        """
+        actor, critic = self.acting.modules
+        steps, envs = obs.shape[:2]
+        flat_obs = obs.reshape(steps * envs, self.obs_dim)
+        with torch.no_grad(), self.rt.autocast():
+            value = critic(flat_obs).float().reshape(steps, envs)
+            if self.discrete:
+                logp_all = torch.log_softmax(actor(flat_obs).float(), dim=-1).reshape(steps, envs, self.act_dim)
+                logp = logp_all.gather(-1, act.unsqueeze(-1)).squeeze(-1)
+            else:  # the taken action is mean + std * noise: its Gaussian log-prob needs only the noise
+                logp = (-0.5 * noise.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(-1)
+        return logp, value
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -165,11 +179,11 @@ class PPO(Algorithm):
     def iteration(self) -> dict[str, float]:
         a, rt, timer, envs, act_fn, acting = self.a, self.rt, self.timer, self.envs, self.act_fn, self.acting
         obs_host, act_host, rew_host = self.obs_host, self.act_host, self.rew_host
-        logp_rows, val_rows = self._logp_rows, self._val_rows
         if a.anneal_lr:
             frac = 1.0 - self.iterations_done / max(1, self.total_iterations)
             self.lr.fill_(frac * a.lr)
-        noise = self._noise(a.num_steps).unbind(0)
+        noise = self._noise(a.num_steps)
+        noise_rows = noise.unbind(0)  # one view per step, made once
         self.done_host.fill(0.0)  # set at the steps where episodes end
         next_obs = self.next_obs
         # nothing made here reaches autograd: inference tensors skip its version counters and view
@@ -182,7 +196,7 @@ class PPO(Algorithm):
 
                 t = timer.start()
                 with acting:
-                    action, logp, value = act_fn(obs_t, noise[step])
+                    action = act_fn(obs_t, noise_rows[step])
                 timer.stop("act", t)
 
                 t = timer.start()
@@ -192,8 +206,6 @@ class PPO(Algorithm):
 
                 obs_host[step] = next_obs
                 act_host[step] = action_np
-                logp_rows[step].copy_(logp)
-                val_rows[step].copy_(value)
 
                 t = timer.start()
                 next_obs, reward, terminated, truncated, info = envs.step(env_action)
@@ -211,6 +223,12 @@ class PPO(Algorithm):
         last_obs = rt.h2d(next_obs, torch.float32)
         self.obs_buf, self.act_buf = rt.h2d(obs_host), rt.h2d(act_host)  # the rollout, in one copy each
         timer.stop("h2d", t)
+
+        # the rest of acting, batched: collection time, not update time
+        t = timer.start()
+        with acting:
+            self.logp_buf, self.val_buf = self._evaluate(self.obs_buf, self.act_buf, noise)
+        timer.stop("act", t)
 
         t = timer.start()
         stats = self._update(rew_host, self.done_host, last_obs)
