@@ -104,6 +104,8 @@ CASES = [
     Case("fullgraph-without-compile", ("compile.fullgraph=true",), "compile.fullgraph=true conflicts with compile=none",
          modes=BOTH),
     Case("dynamic-without-compile", ("compile.dynamic=true",), "compile.dynamic=true conflicts with compile=none"),
+    Case("cpp-wrapper-without-compile", ("compile.cpp_wrapper=true",),
+         "compile.cpp_wrapper=true conflicts with compile=none"),
     Case("compile-unknown-function", ("compile=default", "compile.functions=[act,step]"),
          "compile.functions must be a non-empty list of distinct names from ['act', 'update']"),
     Case("compile-no-function", ("compile=default", "compile.functions=[]"), "compile.functions must be a non-empty"),

@@ -125,6 +125,9 @@ class CompileConfig:
     # and/or the gradient step ("update"); on a CPU a compiled call can cost more than a tiny
     # eager forward, so compiling only the update is often fastest there
     functions: list[str] = field(default_factory=lambda: list(COMPILED_FUNCTIONS))
+    # inductor's C++ wrapper: the compiled graph calls its kernels from C++ instead of one Python
+    # call per kernel (a real share of a small network's step); compiling takes longer
+    cpp_wrapper: bool = False
 
 
 @dataclass

@@ -141,6 +141,9 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
         errors.append(f"backend.num_threads must be > 0 (or null for the job's CPUs), got {cfg.backend.num_threads}")
     if cfg.compile.fullgraph and cfg.compile.mode == "none":
         errors.append("compile.fullgraph=true conflicts with compile=none: fullgraph only means something when compiling")
+    if cfg.compile.cpp_wrapper and cfg.compile.mode == "none":
+        errors.append("compile.cpp_wrapper=true conflicts with compile=none: the C++ wrapper is part of a compiled "
+                      "graph (choose a compile mode, e.g. compile=default)")
     if cfg.compile.dynamic and cfg.compile.mode == "none":
         errors.append("compile.dynamic=true conflicts with compile=none: dynamic shapes only mean something when "
                       "compiling")

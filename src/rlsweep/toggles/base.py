@@ -102,6 +102,7 @@ class Runtime:
         self.compile_fullgraph = False
         self.compile_dynamic: bool | None = False
         self.compile_functions: tuple[str, ...] = ()
+        self.compile_cpp_wrapper = False
         self.compile_stats: CompileStats | None = None
         # dtype toggle
         self.autocast_dtype: torch.dtype | None = None
@@ -149,9 +150,12 @@ class Runtime:
         """
         if not self.compiles(name):
             return fn
-        compiled = torch.compile(
-            fn, mode=self.compile_mode, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic
-        )
+        how: dict[str, Any] = {"mode": self.compile_mode}
+        if self.compile_cpp_wrapper:  # torch.compile takes a mode or options: the mode's options, plus this
+            from torch._inductor import list_mode_options
+
+            how = {"options": {**list_mode_options(self.compile_mode), "cpp_wrapper": True}}
+        compiled = torch.compile(fn, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic, **how)
         assert self.compile_stats is not None
         return self.compile_stats.wrap(compiled, name)
 

@@ -35,6 +35,7 @@ class CompileToggle(Toggle):
         rt.compile_fullgraph = cfg.compile.fullgraph
         rt.compile_dynamic = cfg.compile.dynamic
         rt.compile_functions = tuple(cfg.compile.functions)
+        rt.compile_cpp_wrapper = cfg.compile.cpp_wrapper
 
     def restore(self) -> None:
         # compiled code of one job must not serve (or count toward) the next in-process job
