@@ -106,6 +106,8 @@ CASES = [
     Case("dynamic-without-compile", ("compile.dynamic=true",), "compile.dynamic=true conflicts with compile=none"),
     Case("cpp-wrapper-without-compile", ("compile.cpp_wrapper=true",),
          "compile.cpp_wrapper=true conflicts with compile=none"),
+    Case("skip-guards-without-compile", ("compile.skip_guards_after_warmup=true",),
+         "compile.skip_guards_after_warmup=true conflicts with compile=none"),
     Case("compile-unknown-function", ("compile=default", "compile.functions=[act,step]"),
          "compile.functions must be a non-empty list of distinct names from ['act', 'update']"),
     Case("compile-no-function", ("compile=default", "compile.functions=[]"), "compile.functions must be a non-empty"),

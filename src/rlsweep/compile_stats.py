@@ -99,6 +99,10 @@ class CompileStats:
         call.__name__ = f"compiled_{name}"
         return call
 
+    def all_compiled(self) -> bool:
+        """Whether every wrapped function has compiled at least once."""
+        return bool(self.functions) and all(f.compilations > 0 for f in self.functions.values())
+
     def total_compile_s(self) -> float:
         return sum(v.compile_s for v in self.functions.values())
 

@@ -128,6 +128,11 @@ class CompileConfig:
     # inductor's C++ wrapper: the compiled graph calls its kernels from C++ instead of one Python
     # call per kernel (a real share of a small network's step); compiling takes longer
     cpp_wrapper: bool = False
+    # UNSAFE, opt-in: once the warm-up iterations have compiled everything, dynamo stops checking
+    # its guards on each call (torch.compiler.set_stance(skip_guard_eval_unsafe=True)). Right only
+    # when nothing a guard checks changes after warm-up: shapes, dtypes, modules (true of
+    # rlsweep's algorithms); a change would then run the old graph instead of recompiling
+    skip_guards_after_warmup: bool = False
 
 
 @dataclass

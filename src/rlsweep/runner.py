@@ -6,6 +6,7 @@ returns the measured record (and the trained algorithm, for in-process callers s
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import random
@@ -159,10 +160,17 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
         runner_state["compile_s_before"] = s.compile_s_before + compile_stats.total_compile_s()
         checkpoint.save(checkpoint_path, cfg, algo, runner_state)
 
+    skip_guards = cfg.compile.skip_guards_after_warmup and cfg.compile.mode != "none"
+    stance = contextlib.ExitStack()  # the compiler stance of the steady iterations, left with the loop
     try:
         while s.iteration < iterations:
             # steady state: past the warm-up iterations that updated (and so compiled)
             timer.recording = recording = s.updating_iters >= warmup
+            # under that stance dynamo refuses to compile at all, so only once every compiled
+            # function has compiled (SAC, say, acts first after learning starts)
+            if recording and skip_guards and compile_stats.all_compiled():
+                skip_guards = False  # once
+                stance.enter_context(torch.compiler.set_stance("default", skip_guard_eval_unsafe=True))
             updates_before = algo.updates
             t0 = time.perf_counter()
             metrics = algo.iteration()
@@ -205,6 +213,7 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
                     save_checkpoint()
                     last_checkpoint = time.perf_counter()
     finally:
+        stance.close()
         bar.close()
 
     rate = s.steady_steps / s.steady_s if s.steady_s > 0 else None

@@ -144,6 +144,9 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
     if cfg.compile.cpp_wrapper and cfg.compile.mode == "none":
         errors.append("compile.cpp_wrapper=true conflicts with compile=none: the C++ wrapper is part of a compiled "
                       "graph (choose a compile mode, e.g. compile=default)")
+    if cfg.compile.skip_guards_after_warmup and cfg.compile.mode == "none":
+        errors.append("compile.skip_guards_after_warmup=true conflicts with compile=none: there are no compiled "
+                      "guards to skip (choose a compile mode, e.g. compile=default)")
     if cfg.compile.dynamic and cfg.compile.mode == "none":
         errors.append("compile.dynamic=true conflicts with compile=none: dynamic shapes only mean something when "
                       "compiling")

@@ -64,3 +64,26 @@ def test_cpp_wrapper_matches_eager(algo: str) -> None:
     p0, p1 = reference_params(algo)[2], params_of(out.algo)
     for k in p0:
         torch.testing.assert_close(p1[k], p0[k], rtol=TestCompile.rtol, atol=TestCompile.atol)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_guards_are_skipped_in_the_steady_iterations_only(algo: str) -> None:
+    """compile.skip_guards_after_warmup=true: warm-up iterations check dynamo's guards (and compile),
+    steady ones skip them; the stance is restored after training and the numbers match eager."""
+    import torch._dynamo.eval_frame as eval_frame
+
+    seen = []
+    out = train(tiny_cfg(algo, "compile=default", "compile.skip_guards_after_warmup=true"),
+                on_iteration=lambda row, _: seen.append((row["perf/steady_state"],
+                                                         eval_frame._stance.skip_guard_eval_unsafe)))
+    assert {steady for steady, _ in seen} == {0, 1}
+    # skipped in steady iterations only, from the one after which every compiled function has
+    # compiled (under that stance dynamo refuses to compile): SAC acts first after learning starts
+    skipping = [skipped for _, skipped in seen]
+    assert skipping[-1] and skipping == sorted(skipping), seen
+    assert all(steady for steady, skipped in seen if skipped), seen
+    assert eval_frame._stance.skip_guard_eval_unsafe is False
+    assert out.compile["recompiles"] == 0 and out.compile["graph_breaks"] == 0
+    p0, p1 = reference_params(algo)[2], params_of(out.algo)
+    for k in p0:
+        torch.testing.assert_close(p1[k], p0[k], rtol=TestCompile.rtol, atol=TestCompile.atol)
