@@ -38,6 +38,8 @@ from rlsweep.nets import mlp
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles.base import Runtime
 
+_TARGET_CHUNK_ROWS = 512
+
 
 class DQN(Algorithm):
     name = "dqn"
@@ -171,9 +173,15 @@ class DQN(Algorithm):
 
     @torch.no_grad()
     def _next_q_target(self, next_obs: torch.Tensor) -> torch.Tensor:
-        """The target network's Q-values of a whole burst's next observations, in one forward."""
+        """The target network's Q-values of a whole burst's next observations, in 512-row chunks.
+
+        Chunks, because a layer's activations then stay in cache: for 8192 rows of a 256x256 MLP,
+        one forward took 34 ms, 512-row chunks 17 ms, 64-row ones (a batch per step) 24 ms.
+        """
+        rows = next_obs.reshape(-1, *next_obs.shape[2:])
         with self.rt.autocast():
-            return self.q_target(next_obs).float()
+            q = torch.cat([self.q_target(chunk).float() for chunk in rows.split(_TARGET_CHUNK_ROWS)])
+        return q.reshape(*next_obs.shape[:2], -1)
 
     def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, next_q_target: torch.Tensor,
                    terminated: torch.Tensor) -> torch.Tensor:
