@@ -53,6 +53,8 @@ CASES = [
     # an optional group: Hydra itself would run without the preset
     Case("experiment-typo", ("experiment=smok",), "experiment=smok is not an option of experiment (did you mean "
          "experiment=smoke?)", modes=BOTH),
+    Case("slurm-limit-shorter-than-its-signal", ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=2"),
+         "hydra.launcher.timeout_min=2 leaves no time to train", modes=("multirun",)),
     Case("launcher-typo", ("hydra/launcher=submitit_locall",), "Could not find 'hydra/launcher/submitit_locall'"),
     Case("group-name-typo", ("envv=cartpole",), "Key 'envv' not in 'TrainConfig'"),
     Case("unknown-key", ("algo.nonexistent=1",), "Key 'nonexistent' not in 'PPOConfig'", modes=BOTH),

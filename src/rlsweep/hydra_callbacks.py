@@ -96,6 +96,30 @@ def _runs_elsewhere(config: DictConfig) -> bool:
     return "Slurm" in target
 
 
+#: Slurm sends the --signal warning up to this many seconds earlier than asked (sbatch(1), --signal)
+SLURM_SIGNAL_SLOP_S = 60
+
+
+def _launcher_errors(config: DictConfig) -> list[str]:
+    """A Slurm time limit too short for its timeout signal: the job would be told it timed out at once.
+
+    Submitit asks Slurm for USR2 ``signal_delay_s`` before ``timeout_min``; Slurm may send it up to
+    a minute earlier than that, and a job receiving it checkpoints and requeues instead of training.
+    """
+    if not _runs_elsewhere(config):
+        return []
+    timeout_min = OmegaConf.select(config, "hydra.launcher.timeout_min", default=None)
+    signal_delay_s = OmegaConf.select(config, "hydra.launcher.signal_delay_s", default=None)
+    if not isinstance(timeout_min, (int, float)) or not isinstance(signal_delay_s, (int, float)):
+        return []
+    if timeout_min * 60 <= signal_delay_s + SLURM_SIGNAL_SLOP_S:
+        return [f"hydra.launcher.timeout_min={timeout_min} leaves no time to train: Slurm sends the time-out "
+                f"signal signal_delay_s={signal_delay_s} s before the limit, and up to {SLURM_SIGNAL_SLOP_S} s "
+                f"earlier still; raise timeout_min above {(signal_delay_s + SLURM_SIGNAL_SLOP_S) / 60:g} "
+                "or lower hydra.launcher.signal_delay_s"]
+    return []
+
+
 def _output_dir_problem(path: str) -> str | None:
     """Why ``path`` cannot be the output folder (None: it can). Creates nothing that stays."""
     target = Path(path).expanduser().absolute()
@@ -217,6 +241,9 @@ class RLSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         LAST_SWEEP_DIR[:] = [str(config.hydra.sweep.dir)]
         LAST_LAUNCHER[:] = [str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]]
+        launcher_errors = _launcher_errors(config)
+        if launcher_errors:
+            _fail(launcher_errors)
         check_device = not _runs_elsewhere(config)
         jobs = []
         for overrides in _expand_sweep(config):

@@ -27,7 +27,9 @@ CANCEL_BOUND_S = 60
 
 def _executor(folder: Path, partition: str, **params: Any) -> submitit.AutoExecutor:
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    executor.update_parameters(slurm_partition=partition, timeout_min=2, cpus_per_task=1, **params)
+    # submitit asks for USR2 90 s before the limit and Slurm may send it up to 60 s early: with a
+    # 2-minute limit a job could be told it timed out as it started (seen in CI under load)
+    executor.update_parameters(slurm_partition=partition, timeout_min=10, cpus_per_task=1, **params)
     assert executor.cluster == "slurm"
     return executor
 
