@@ -79,3 +79,20 @@ def test_ratio_ci_brackets_the_ratio() -> None:
     assert math.isclose(r, 11.0 / 5.5)
     assert ci[0] <= r <= ci[1]
     assert ratio_with_ci([3.0], [1.0]) == (3.0, [3.0, 3.0])
+
+
+def test_bfloat16_is_chosen_only_for_sac_and_only_where_it_is_native() -> None:
+    from pathlib import Path
+
+    from rlsweep.bench import BEST_TOGGLES, Bench
+    from rlsweep.bench.core import BF16_MIN_SPEEDUP, bf16_matmul_speedup
+
+    speedup = bf16_matmul_speedup(size=64, calls=5)
+    assert math.isfinite(speedup) and speedup > 0
+    fast = Bench(root=Path("."), bf16_speedup=BF16_MIN_SPEEDUP)
+    slow = Bench(root=Path("."), bf16_speedup=BF16_MIN_SPEEDUP - 0.01)
+    assert fast.toggles("sac") == [*BEST_TOGGLES["cpu"]["sac"], "dtype=bfloat16"]
+    assert slow.toggles("sac") == BEST_TOGGLES["cpu"]["sac"]
+    for algo in ("ppo", "dqn"):
+        assert fast.toggles(algo) == BEST_TOGGLES["cpu"][algo]
+    assert fast.toggles("sac", "cuda") == BEST_TOGGLES["cuda"]["sac"]
