@@ -29,3 +29,24 @@ def test_bfloat16_in_the_single_graph_update_of_sac() -> None:
     moved = (flat["eager"] - flat["init"]).norm()
     assert moved > 0
     assert (flat["compiled"] - flat["eager"]).norm() <= TestDtype.drift * moved
+
+
+def test_output_layers_stay_float32_under_autocast() -> None:
+    from rlsweep.nets import OutputLinear, mlp
+    from rlsweep.toggles.base import Runtime
+
+    torch.manual_seed(0)
+    net = mlp(3, [16], 2, Runtime(torch.device("cpu")), "relu")
+    assert isinstance(net[-1], OutputLinear) and not isinstance(net[0], OutputLinear)
+    x = torch.randn(5, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = net[:-1](x)
+        out = net(x)
+    assert hidden.dtype == torch.bfloat16  # the hidden layers keep the reduced precision...
+    assert out.dtype == torch.float32  # ...the output layer computes in float32 from their output
+    torch.testing.assert_close(out, torch.nn.functional.linear(hidden.float(), net[-1].weight, net[-1].bias),
+                               rtol=0, atol=0)
+    plain = torch.nn.Linear(16, 2)
+    plain.load_state_dict(net[-1].state_dict())
+    h = torch.randn(5, 16)
+    assert torch.equal(net[-1](h), plain(h))  # without autocast: exactly nn.Linear
