@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -673,9 +674,13 @@ def test_report_again_updates_its_one_wandb_run(tmp_path: Path) -> None:
     sweep = logged_sweep(tmp_path, "offline")
     assert rp.main([str(sweep), "--no-plots"]) == 0
     (first,) = (sweep / "report" / "wandb").glob("offline-run-*")
+    first_id = read_wandb_run(first)["run_id"]
+    assert first.name.endswith(f"-{first_id}")
+    # a copy that wandb suffixed because another of that second existed (seen in CI) is superseded too
+    shutil.copytree(first, first.with_name("offline-run-20260101_000000-" + first_id + "-1"))
     assert rp.main([str(sweep), "--no-plots", "--baseline", "compile=default"]) == 0
     (second,) = (sweep / "report" / "wandb").glob("offline-run-*")
-    assert first.name.rsplit("-", 1)[1] == second.name.rsplit("-", 1)[1]  # the run id
     run = read_wandb_run(second)
+    assert run["run_id"] == first_id
     assert (run["job_type"], run["exit_code"]) == ("report", 0)
     assert run["summary"]["report/n_ok"] == 2

@@ -7,6 +7,7 @@ wandb is imported only when a run is made.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterable
@@ -125,8 +126,10 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
         finally:
             run.finish()
         if target.mode == "offline":  # the earlier offline copies of this run are superseded
-            for old in run_dir.parent.glob(f"offline-run-*-{run.id}"):
-                if old != run_dir:
+            # wandb names a copy offline-run-<time>-<id>, plus -1, -2... when one of that second exists
+            copy = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(run.id)}(-\d+)?")
+            for old in run_dir.parent.glob("offline-run-*"):
+                if old != run_dir and copy.fullmatch(old.name):
                     shutil.rmtree(old, ignore_errors=True)
         return run_dir
     except Exception as exc:  # noqa: BLE001 - the report's files are written either way
