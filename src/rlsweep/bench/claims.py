@@ -27,7 +27,7 @@ CLAIMS = {
 }
 
 
-def _ab(fa: Callable[[], Any], fb: Callable[[], Any], rounds: int, calls: int) -> dict[str, Any]:
+def interleaved_ab(fa: Callable[[], Any], fb: Callable[[], Any], rounds: int, calls: int) -> dict[str, Any]:
     """Interleaved timing: per round, ``calls`` calls of A then of B (order alternating); time(A)/time(B)."""
     ta, tb = [], []
     for f in (fa, fb):  # warm-up
@@ -79,7 +79,7 @@ def claim_pin_memory(rounds: int, calls: int) -> dict[str, Any]:
             x.to(dev, non_blocking=True)
             torch.cuda.synchronize()
 
-        m = _ab(pinned, plain, rounds, calls)
+        m = interleaved_ab(pinned, plain, rounds, calls)
         rows.append(f"{shape}: pin+copy {m['a_us']:.1f} us vs copy {m['b_us']:.1f} us ({m['ratio']:.2f}x)")
         verdicts.append(m["ratio_ci"][0] > 1.0)
     return {"measured": "; ".join(rows),
@@ -105,10 +105,10 @@ def claim_inplace(cfg: Any, rounds: int, calls: int) -> dict[str, Any]:
             net(x).square().mean().backward()
         return f
 
-    m = _ab(step(net_on), step(net_off), rounds, calls)
+    m = interleaved_ab(step(net_on), step(net_off), rounds, calls)
     big_t = [torch.randn(256, 256) for _ in range(6)]
     big_s = [torch.randn(256, 256) for _ in range(6)]
-    p = _ab(lambda: rt_on.polyak_update(big_t, big_s, 0.005), lambda: rt_off.polyak_update(big_t, big_s, 0.005),
+    p = interleaved_ab(lambda: rt_on.polyak_update(big_t, big_s, 0.005), lambda: rt_off.polyak_update(big_t, big_s, 0.005),
             rounds, calls)
     speedups = [1 / m["ratio"], 1 / p["ratio"]]
     lowest = 1 / m["ratio_ci"][1]  # the speed-up's lower 95% bound
@@ -139,7 +139,7 @@ def claim_twin(cfg: Any, rounds: int, calls: int) -> dict[str, Any]:
                 m1(obs), m2(obs)
         return f
 
-    m = _ab(act(switched), act(twins), rounds, calls)
+    m = interleaved_ab(act(switched), act(twins), rounds, calls)
     extra = (m["a_us"] - m["b_us"]) / m["b_us"]
     noticeable = m["ratio_ci"][0] > 1.05
     return {"measured": f"acting forward (actor+critic, batch {a.num_envs}): switching {m['a_us']:.0f} us vs "

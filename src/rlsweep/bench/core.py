@@ -47,9 +47,11 @@ BF16_ALGOS = ("sac",)
 BF16_MIN_SPEEDUP = 1.5
 
 
-def bf16_matmul_speedup(size: int = 256, calls: int = 60) -> float:
-    """float32 time / bfloat16 time of a ``size``-cubed matmul on this CPU with one thread (median)."""
+def bf16_matmul_speedup(size: int = 256, rounds: int = 6, calls: int = 10) -> float:
+    """float32 time / bfloat16 time of a ``size``-cubed matmul on this CPU with one thread (interleaved)."""
     import torch
+
+    from rlsweep.bench.claims import interleaved_ab
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -57,18 +59,7 @@ def bf16_matmul_speedup(size: int = 256, calls: int = 60) -> float:
         gen = torch.Generator().manual_seed(0)
         a32, b32 = torch.randn(size, size, generator=gen), torch.randn(size, size, generator=gen)
         a16, b16 = a32.bfloat16(), b32.bfloat16()
-
-        def median_s(a: Any, b: Any) -> float:
-            for _ in range(5):
-                torch.mm(a, b)
-            times = []
-            for _ in range(calls):
-                t0 = time.perf_counter()
-                torch.mm(a, b)
-                times.append(time.perf_counter() - t0)
-            return statistics.median(times)
-
-        return median_s(a32, b32) / median_s(a16, b16)
+        return interleaved_ab(lambda: torch.mm(a32, b32), lambda: torch.mm(a16, b16), rounds, calls)["ratio"]
     finally:
         torch.set_num_threads(threads)
 
