@@ -2,13 +2,16 @@
 
 Where the toggles act:
 - acting runs on eval-mode modules: twins or the originals switched with ``.eval()``/``.train()``
-  (``twin_modules``). Per env step only the actor runs (``self._act``, compiled as "act"); the
-  critic's values and the log-probabilities of the taken actions are computed after the rollout,
-  in one batched eager forward (``self._evaluate``, timed as "act" too): the networks do not change
-  during a rollout, so the numbers are the same up to GEMM rounding, and at 8 envs every torch op
-  per step costs several us;
-- every env step copies observations host->device (``pin_memory``/``non_blocking``) and actions
-  device->host for acting;
+  (``twin_modules``). Per env step only the actor's forward runs on the device (``self._act``,
+  compiled as "act"); the action is then drawn on the host from its output and the rollout's noise
+  (Gumbel-max argmax, or mean + std * noise) in numpy, the same float32 operations as in torch at a
+  fraction of the per-op cost. The critic's values come after the rollout, in one batched eager
+  forward (``self._evaluate``, timed as "act" too): the networks do not change during a rollout,
+  so the numbers are the same up to GEMM rounding, and at 8 envs every torch op per step costs
+  several us. The log-probabilities of the taken actions come from the logits that acting kept
+  (discrete) or from the noise alone (continuous): no second actor forward;
+- every env step copies observations host->device (``pin_memory``/``non_blocking``) and the
+  actor's output device->host for acting;
 - the rollout is kept where its data comes from: observations, actions, rewards and done flags in
   host (numpy) arrays. They cross to the device once per rollout, before the batched evaluation and
   the update, through ``rt.h2d`` too: ``pin_memory`` and ``non_blocking`` act on that copy as well
@@ -112,6 +115,8 @@ class PPO(Algorithm):
         self.act_host = np.zeros(act_shape, dtype=np.int64 if self.discrete else np.float32)
         self.rew_host = np.zeros((s, n), dtype=np.float32)
         self.done_host = np.zeros((s, n), dtype=np.float32)
+        # the logits each step acted on (discrete): the rollout's log-probabilities come from them
+        self.logits_host = np.zeros((s, n, self.act_dim), dtype=np.float32) if self.discrete else None
         # the device copies of obs_host / act_host, and the rollout's (steps, envs) log-probabilities
         # and values: made after each rollout, before the update
         self.obs_buf = self.act_buf = self.logp_buf = self.val_buf = torch.empty(0)
@@ -128,15 +133,25 @@ class PPO(Algorithm):
         return self.total_iterations
 
     # -- acting --------------------------------------------------------------------------------
-    def _act(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """One env step's actions: the actor alone (values and log-probs come from :meth:`_evaluate`)."""
-        actor = self.acting.modules[0]
+    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        """One env step's actor output (logits or means) in float32; :meth:`_sample` draws the actions.
+
+        Values and log-probabilities come from :meth:`_evaluate` after the rollout.
+        """
+        if self.rt.autocast_dtype is None:
+            return self.acting.modules[0](obs)
         with self.rt.autocast():
-            out = actor(obs).float()
+            return self.acting.modules[0](obs).float()
+
+    def _sample(self, out: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """Actions from one step's actor output and noise (host arrays).
+
+        Discrete: Gumbel-max, argmax(logits + Gumbel noise), samples the categorical distribution.
+        Continuous: ``noise`` is already ``std * standard normal`` (std is fixed within a rollout).
+        """
         if self.discrete:
-            # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical distribution
-            return torch.argmax(out + noise, dim=-1)
-        return out + self.log_std.exp() * noise
+            return (out + noise).argmax(-1)
+        return out + noise
 
     def _noise(self, steps: int) -> torch.Tensor:
         """The rollout's action noise: Gumbel (discrete) or standard normal (continuous), drawn at once."""
@@ -146,21 +161,23 @@ class PPO(Algorithm):
             return u.log_().neg_().log_().neg_()  # -log(-log(u))
         return torch.randn(shape, device=self.device)
 
-    def _evaluate(self, obs: torch.Tensor, act: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log-probabilities of the taken actions, values) of a whole (steps, envs) rollout, one forward each.
+    def _evaluate(self, obs: torch.Tensor, act: torch.Tensor, logits: torch.Tensor | None, noise: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log-probabilities of the taken actions, values) of a whole (steps, envs) rollout.
 
-        Eager, not compiled as "act": its batch shape differs from the per-step one (a recompile),
-        and it runs once per rollout.
+        The values are one batched critic forward; eager, not compiled as "act": its batch shape
+        differs from the per-step one (a recompile), and it runs once per rollout. The
+        log-probabilities need no forward: the logits acting drew from (discrete), or the noise
+        (continuous: the taken action is mean + std * noise).
         """
-        actor, critic = self.acting.modules
+        critic = self.acting.modules[1]
         steps, envs = obs.shape[:2]
-        flat_obs = obs.reshape(steps * envs, self.obs_dim)
         with torch.no_grad(), self.rt.autocast():
-            value = critic(flat_obs).float().reshape(steps, envs)
-            if self.discrete:
-                logp_all = torch.log_softmax(actor(flat_obs).float(), dim=-1).reshape(steps, envs, self.act_dim)
-                logp = logp_all.gather(-1, act.unsqueeze(-1)).squeeze(-1)
-            else:  # the taken action is mean + std * noise: its Gaussian log-prob needs only the noise
+            value = critic(obs.reshape(steps * envs, self.obs_dim)).float().reshape(steps, envs)
+        with torch.no_grad():
+            if logits is not None:
+                logp = torch.log_softmax(logits, dim=-1).gather(-1, act.unsqueeze(-1)).squeeze(-1)
+            else:
                 logp = (-0.5 * noise.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(-1)
         return logp, value
 
@@ -178,12 +195,14 @@ class PPO(Algorithm):
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
         a, rt, timer, envs, act_fn, acting = self.a, self.rt, self.timer, self.envs, self.act_fn, self.acting
-        obs_host, act_host, rew_host = self.obs_host, self.act_host, self.rew_host
+        obs_host, act_host, rew_host, logits_host = self.obs_host, self.act_host, self.rew_host, self.logits_host
         if a.anneal_lr:
             frac = 1.0 - self.iterations_done / max(1, self.total_iterations)
             self.lr.fill_(frac * a.lr)
         noise = self._noise(a.num_steps)
-        noise_rows = noise.unbind(0)  # one view per step, made once
+        # the rollout's noise on the host, in the form _sample adds it, one copy per rollout
+        with torch.no_grad():
+            noise_host = rt.d2h(noise if self.discrete else self.log_std.exp() * noise)
         self.done_host.fill(0.0)  # set at the steps where episodes end
         next_obs = self.next_obs
         # nothing made here reaches autograd: inference tensors skip its version counters and view
@@ -196,16 +215,19 @@ class PPO(Algorithm):
 
                 t = timer.start()
                 with acting:
-                    action = act_fn(obs_t, noise_rows[step])
+                    out = act_fn(obs_t)
                 timer.stop("act", t)
 
                 t = timer.start()
-                action_np = rt.d2h(action)
+                out_np = rt.d2h(out)
                 timer.stop("d2h", t)
+                action_np = self._sample(out_np, noise_host[step])
                 env_action = action_np if self.discrete else np.clip(action_np, self.act_low, self.act_high)
 
                 obs_host[step] = next_obs
                 act_host[step] = action_np
+                if logits_host is not None:
+                    logits_host[step] = out_np
 
                 t = timer.start()
                 next_obs, reward, terminated, truncated, info = envs.step(env_action)
@@ -222,12 +244,13 @@ class PPO(Algorithm):
         t = timer.start()
         last_obs = rt.h2d(next_obs, torch.float32)
         self.obs_buf, self.act_buf = rt.h2d(obs_host), rt.h2d(act_host)  # the rollout, in one copy each
+        logits = None if logits_host is None else rt.h2d(logits_host)
         timer.stop("h2d", t)
 
         # the rest of acting, batched: collection time, not update time
         t = timer.start()
         with acting:
-            self.logp_buf, self.val_buf = self._evaluate(self.obs_buf, self.act_buf, noise)
+            self.logp_buf, self.val_buf = self._evaluate(self.obs_buf, self.act_buf, logits, noise)
         timer.stop("act", t)
 
         t = timer.start()

@@ -73,15 +73,17 @@ def make_twin(module: nn.Module) -> nn.Module:
 class Activation(nn.Module):
     """tanh or ReLU, in-place or not (the ``inplace`` toggle's place in every network)."""
 
+    _FNS = {("relu", False): torch.relu, ("relu", True): torch.relu_,
+            ("tanh", False): torch.tanh, ("tanh", True): torch.tanh_}
+
     def __init__(self, kind: str, inplace: bool) -> None:
         super().__init__()
         self.kind = kind
         self.inplace = inplace
+        self.fn = self._FNS[kind, inplace]  # the one torch op; nets.MLP calls it without this forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.kind == "relu":
-            return torch.relu_(x) if self.inplace else torch.relu(x)
-        return torch.tanh_(x) if self.inplace else torch.tanh(x)
+        return self.fn(x)
 
     def extra_repr(self) -> str:
         return f"{self.kind}, inplace={self.inplace}"
