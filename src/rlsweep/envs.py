@@ -53,26 +53,29 @@ class EpisodeStatistics(VectorWrapper):
             raise ValueError(f"EpisodeStatistics needs SAME_STEP autoreset, the env has {mode}")
         # float64 like gymnasium's wrapper: the same sums in the same order give the same returns
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
-        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        # lengths as (steps taken) - (step count at the episode's start): no per-step array op
+        self._steps = 0
+        self._started_at = np.zeros(self.num_envs, dtype=np.int64)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> Any:
         obs, info = self.env.reset(seed=seed, options=options)
         mask = (options or {}).get("reset_mask")
         which = slice(None) if mask is None else mask
         self._returns[which] = 0.0
-        self._lengths[which] = 0
+        self._started_at[which] = self._steps
         return obs, info
 
     def step(self, actions: Any) -> Any:
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         self._returns += rewards
-        self._lengths += 1
+        self._steps += 1
         if "final_obs" in info:
             ended = terminated | truncated
-            info["episode"] = {"r": np.where(ended, self._returns, 0.0), "l": np.where(ended, self._lengths, 0)}
+            lengths = self._steps - self._started_at
+            info["episode"] = {"r": np.where(ended, self._returns, 0.0), "l": np.where(ended, lengths, 0)}
             info["_episode"] = ended
             self._returns[ended] = 0.0
-            self._lengths[ended] = 0
+            self._started_at[ended] = self._steps
         return obs, rewards, terminated, truncated, info
 
 

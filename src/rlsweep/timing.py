@@ -6,6 +6,8 @@ Usage in a hot loop (two calls per phase, no context manager)::
     ...work...
     timer.stop("act", t)
 
+and ``t = timer.lap("h2d", t)`` between phases that follow each other directly.
+
 Samples are recorded only while ``timer.recording`` is true (the runner switches it on after the
 warm-up iterations). On CUDA every boundary synchronises the device, so a phase's time is the
 device work it launched, not just the Python time to enqueue it.
@@ -40,6 +42,15 @@ class PhaseTimer:
         if self.recording:
             self.samples[phase].append(dt)
         return dt
+
+    def lap(self, phase: str, t0: float) -> float:
+        """``stop(phase, t0)`` and the next phase's ``start()`` at one clock reading (back-to-back phases)."""
+        if self._sync is not None:
+            self._sync()
+        t = time.perf_counter()
+        if self.recording:
+            self.samples[phase].append(t - t0)
+        return t
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per phase: median, p10, p90 in milliseconds, sample count and total seconds."""

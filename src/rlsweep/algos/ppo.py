@@ -211,14 +211,10 @@ class PPO(Algorithm):
             for step in range(a.num_steps):
                 t = timer.start()
                 obs_t = rt.h2d(next_obs, torch.float32)
-                timer.stop("h2d", t)
-
-                t = timer.start()
+                t = timer.lap("h2d", t)
                 with acting:
                     out = act_fn(obs_t)
-                timer.stop("act", t)
-
-                t = timer.start()
+                t = timer.lap("act", t)
                 out_np = rt.d2h(out)
                 timer.stop("d2h", t)
                 action_np = self._sample(out_np, noise_host[step])

@@ -132,8 +132,8 @@ class Runtime:
 
     def d2h(self, tensor: torch.Tensor) -> np.ndarray:
         """Copy a device tensor to a host numpy array, synchronised before it is read."""
-        if not self.is_cuda:
-            return tensor.detach().numpy()
+        if not self.is_cuda:  # detach is an op of its own (~1 us): acting's inference tensors need none
+            return (tensor.detach() if tensor.requires_grad else tensor).numpy()
         host = tensor.detach().to("cpu", non_blocking=self.non_blocking)
         if self.non_blocking:
             # an asynchronous D2H copy is only valid after the stream has finished it
