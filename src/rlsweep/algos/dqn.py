@@ -2,7 +2,8 @@
 
 Where the toggles act:
 - the greedy forward (``self._act``, compiled as "act") runs on an eval-mode Q-network: a twin
-  or the original switched with ``.eval()``/``.train()`` (``twin_modules``);
+  or the original switched with ``.eval()``/``.train()`` (``twin_modules``); its Q-values come to
+  the host, where numpy's argmax picks the action (a torch op per env step costs several us);
 - replay samples live on the host; each training burst draws all its batches at once and copies
   them to the device in one copy per field (``pin_memory``/``non_blocking``); actions come back
   device->host;
@@ -92,9 +93,12 @@ class DQN(Algorithm):
 
     # -- acting --------------------------------------------------------------------------------
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values of ``obs`` in float32 (the greedy action is their argmax, taken on the host)."""
         (q,) = self.acting.modules
+        if self.rt.autocast_dtype is None:
+            return q(obs)
         with self.rt.autocast():
-            return q(obs).argmax(-1)
+            return q(obs).float()
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -112,14 +116,13 @@ class DQN(Algorithm):
             else:
                 t = timer.start()
                 obs_t = rt.h2d(next_obs, torch.float32)
-                timer.stop("h2d", t)
-                t = timer.start()
+                t = timer.lap("h2d", t)
                 with torch.inference_mode(), self.acting:
-                    greedy = self.act_fn(obs_t)
-                timer.stop("act", t)
-                t = timer.start()
-                greedy_np = rt.d2h(greedy)
+                    q_values = self.act_fn(obs_t)
+                t = timer.lap("act", t)
+                q_np = rt.d2h(q_values)
                 timer.stop("d2h", t)
+                greedy_np = q_np.argmax(-1)
                 random_actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
                 actions = np.where(explore, random_actions, greedy_np)
 
