@@ -24,7 +24,8 @@ class OutputLinear(nn.Linear):
     Its outputs are values, logits and means, and in bfloat16 they keep 8 mantissa bits: a Q-value
     near -300 is then good to +-1, coarser than Pendulum's rewards, and a SAC seed that learned in
     float32 (-133) stayed at -544. The layer is a few hundred multiply-adds; the hidden layers keep
-    the reduced precision, and its speed.
+    the reduced precision, and its speed. So every ``mlp`` returns float32, with or without
+    autocast: its callers need no ``.float()``.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

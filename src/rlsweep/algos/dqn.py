@@ -93,12 +93,10 @@ class DQN(Algorithm):
 
     # -- acting --------------------------------------------------------------------------------
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values of ``obs`` in float32 (the greedy action is their argmax, taken on the host)."""
+        """Q-values of ``obs`` (the greedy action is their argmax, taken on the host)."""
         (q,) = self.acting.modules
-        if self.rt.autocast_dtype is None:
-            return q(obs)
         with self.rt.autocast():
-            return q(obs).float()
+            return q(obs)
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -183,7 +181,7 @@ class DQN(Algorithm):
         """
         rows = next_obs.reshape(-1, *next_obs.shape[2:])
         with self.rt.autocast():
-            q = torch.cat([self.q_target(chunk).float() for chunk in rows.split(_TARGET_CHUNK_ROWS)])
+            q = torch.cat([self.q_target(chunk) for chunk in rows.split(_TARGET_CHUNK_ROWS)])
         return q.reshape(*next_obs.shape[:2], -1)
 
     def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, next_q_target: torch.Tensor,
@@ -210,7 +208,7 @@ class DQN(Algorithm):
         a = self.a
         target = self._td_target(rewards, next_obs, next_q_target, terminated)
         with self.rt.autocast():
-            q = self.q(obs).float().gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            q = self.q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         loss = nn.functional.smooth_l1_loss(q, target)
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is not None:
@@ -242,7 +240,7 @@ class DQN(Algorithm):
 
         def loss_of(params: list[torch.Tensor]) -> torch.Tensor:
             with self.rt.autocast():
-                q = self._q_forward(params, obs).float().gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+                q = self._q_forward(params, obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
             return nn.functional.smooth_l1_loss(q, target)
 
         grads, loss = torch.func.grad_and_value(loss_of)([p.detach() for p in self.params])

@@ -134,14 +134,12 @@ class PPO(Algorithm):
 
     # -- acting --------------------------------------------------------------------------------
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
-        """One env step's actor output (logits or means) in float32; :meth:`_sample` draws the actions.
+        """One env step's actor output (logits or means); :meth:`_sample` draws the actions.
 
         Values and log-probabilities come from :meth:`_evaluate` after the rollout.
         """
-        if self.rt.autocast_dtype is None:
-            return self.acting.modules[0](obs)
         with self.rt.autocast():
-            return self.acting.modules[0](obs).float()
+            return self.acting.modules[0](obs)
 
     def _sample(self, out: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """Actions from one step's actor output and noise (host arrays).
@@ -173,7 +171,7 @@ class PPO(Algorithm):
         critic = self.acting.modules[1]
         steps, envs = obs.shape[:2]
         with torch.no_grad(), self.rt.autocast():
-            value = critic(obs.reshape(steps * envs, self.obs_dim)).float().reshape(steps, envs)
+            value = critic(obs.reshape(steps * envs, self.obs_dim)).reshape(steps, envs)
         with torch.no_grad():
             if logits is not None:
                 logp = torch.log_softmax(logits, dim=-1).gather(-1, act.unsqueeze(-1)).squeeze(-1)
@@ -301,7 +299,7 @@ class PPO(Algorithm):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """PPO's loss from the networks' outputs (``adv`` already normalised); (loss, detached stats)."""
         a = self.a
-        out, value = out.float(), value.float().squeeze(-1)
+        value = value.squeeze(-1)
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
             logp = logp_all.gather(-1, act.unsqueeze(-1)).squeeze(-1)

@@ -46,7 +46,7 @@ class Actor(nn.Module):
 
     def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised sample with the given standard-normal ``noise``; (action, log_prob)."""
-        mean, log_std = self.net(obs).float().chunk(2, dim=-1)
+        mean, log_std = self.net(obs).chunk(2, dim=-1)
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1)
         std = log_std.exp()
         x = mean + std * noise
@@ -56,7 +56,7 @@ class Actor(nn.Module):
         return y * self.scale + self.bias, log_prob.sum(-1)
 
     def mean_action(self, obs: torch.Tensor) -> torch.Tensor:
-        mean, _ = self.net(obs).float().chunk(2, dim=-1)
+        mean, _ = self.net(obs).chunk(2, dim=-1)
         return torch.tanh(mean) * self.scale + self.bias
 
 
@@ -66,7 +66,7 @@ class QNetwork(nn.Module):
         self.net = mlp(obs_dim + act_dim, cfg.hidden_sizes, 1, rt, cfg.activation)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([obs, action], dim=-1)).float().squeeze(-1)
+        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
 
 
 class SAC(Algorithm):

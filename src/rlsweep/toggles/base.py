@@ -89,6 +89,9 @@ class Activation(nn.Module):
         return f"{self.kind}, inplace={self.inplace}"
 
 
+_NO_AUTOCAST = contextlib.nullcontext()  # reusable: one object for every float32 forward (acting calls it per step)
+
+
 class Runtime:
     """Behaviour switches set by the toggles, used by the algorithms.
 
@@ -165,7 +168,7 @@ class Runtime:
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Mixed-precision region for forwards and losses (a no-op in float32)."""
         if self.autocast_dtype is None:
-            return contextlib.nullcontext()
+            return _NO_AUTOCAST
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
