@@ -1,4 +1,4 @@
-"""Benchmark rlsweep against Stable-Baselines3, the env-stepping limit and its own overhead.
+"""Benchmark rlsweep against Stable-Baselines3 and TorchRL, the env-stepping limit and its own overhead.
 
     python -m sweeps.bench                      # full: PPO, DQN, SAC x 3 interleaved repeats
     python -m sweeps.bench --quick --out b.json # smoke version (tiny budgets); JSON + b.md

@@ -15,6 +15,7 @@ import pytest
 from helpers import ROOT
 
 HAS_SB3 = importlib.util.find_spec("stable_baselines3") is not None
+HAS_TORCHRL = importlib.util.find_spec("torchrl") is not None
 REQUIRED = ("rlsweep_env_steps_per_s", "peer", "peer_env_steps_per_s", "ratio", "ratio_ci",
             "rlsweep_final_return", "peer_final_return")
 
@@ -35,6 +36,15 @@ def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
     assert c["peer"].startswith("stable-baselines3")
     assert c["env_steps"]["rlsweep"] == c["env_steps"]["peer"]  # the same real budget on both sides
     assert math.isfinite(c["rlsweep_final_return"]) and math.isfinite(c["peer_final_return"])
+    # every installed peer ran, interleaved with rlsweep, on the same budget; SB3's fields are the top level's
+    assert list(c["peers"]) == (["sb3", "torchrl"] if HAS_TORCHRL else ["sb3"]) == res["settings"]["peers"]
+    assert c["peers"]["sb3"]["ratio"] == c["ratio"]
+    for key, p in c["peers"].items():
+        assert p["env_steps"] == c["env_steps"]["rlsweep"], key
+        assert math.isclose(p["ratio"], c["rlsweep_env_steps_per_s"] / p["peer_env_steps_per_s"], rel_tol=1e-9)
+        assert math.isfinite(p["peer_final_return"]) and len(res["comparisons"]["ppo_CartPole-v1"]["repeats"][key]) == 1
+    if HAS_TORCHRL:
+        assert c["peers"]["torchrl"]["peer"].startswith("torchrl ")
     lim = res["limit"]
     assert lim["raw_env_steps_per_s"] > 0 and 0 < lim["collection_fraction"]
     cs = res["cold_start"]
@@ -45,6 +55,31 @@ def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
     md = out.with_suffix(".md").read_text()
     assert "ppo_CartPole-v1" in md and "| comparison |" in md
     assert md.strip() in proc.stdout
+    assert md.count("| ppo_CartPole-v1 |") == len(c["peers"])  # one row per peer
+
+
+@pytest.mark.skipif(not HAS_TORCHRL, reason='torchrl not installed (pip install -e ".[bench]")')
+@pytest.mark.parametrize(("algo", "total_env_steps", "overrides"), [
+    ("dqn", 512, {"learning_starts": 256, "gradient_steps": 8}),
+    ("sac", 160, {"learning_starts": 100}),
+])
+def test_torchrl_peer_trains_the_whole_budget_and_is_evaluated(algo, total_env_steps, overrides) -> None:
+    """TorchRL's DQN and SAC (PPO runs in the quick bench above): real collector, losses, buffers."""
+    import torch
+
+    from rlsweep.bench.torchrl_peer import run_torchrl
+
+    threads = torch.get_num_threads()
+    try:
+        r = run_torchrl(algo, total_env_steps, seed=0, steady_from_env_steps=total_env_steps // 2,
+                        eval_episodes=2, overrides=overrides)
+        assert torch.get_num_threads() == 1  # set back after TorchRL's collector shut down
+    finally:
+        torch.set_num_threads(threads)
+    assert r["env_steps"] == total_env_steps
+    assert r["env_steps_per_s"] > 0 and r["end_to_end_env_steps_per_s"] > 0
+    assert len(r["eval_returns"]) == 2 and all(math.isfinite(x) for x in r["eval_returns"])
+    assert r["version"].startswith("0.")
 
 
 def test_bench_without_sb3_or_with_bad_algo_fails_clearly() -> None:
@@ -52,6 +87,10 @@ def test_bench_without_sb3_or_with_bad_algo_fails_clearly() -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert ("a2c" in proc.stderr) or ("stable-baselines3" in proc.stderr)
+    for peers, message in (("sb3,rllib", "unknown peers ['rllib']"), ("torchrl", "must include sb3")):
+        proc = subprocess.run([sys.executable, "-m", "sweeps.bench", "--quick", "--peers", peers], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
 def test_claims_table_structure() -> None:

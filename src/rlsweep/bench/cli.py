@@ -1,4 +1,4 @@
-"""``python -m sweeps.bench [--quick] [--repeats N] [--out FILE] [--algos ppo,dqn,sac] [--claims]``."""
+"""``python -m sweeps.bench [--quick] [--repeats N] [--out FILE] [--algos ppo,dqn,sac] [--peers sb3,torchrl] [--claims]``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     p.add_argument("--repeats", type=int, default=None, help="interleaved repeats per comparison (default 3; quick 1)")
     p.add_argument("--out", type=Path, default=None, help="write JSON here and markdown next to it (.md)")
     p.add_argument("--algos", default="ppo,dqn,sac", help="comma-separated subset of ppo,dqn,sac")
+    p.add_argument("--peers", default=None,
+                   help="comma-separated peers to run beside rlsweep: sb3 (required: the targets are against it) "
+                        "and torchrl (default: every one installed)")
     p.add_argument("--claims", action="store_true", help="measure the claims table instead (see sweeps/claims.py)")
     args = p.parse_args(argv)
     root = root or Path(__file__).resolve().parents[3]
@@ -33,8 +36,19 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         unknown = set(algos) - {"ppo", "dqn", "sac"}
         if unknown:
             p.error(f"unknown algos {sorted(unknown)}; valid: ppo, dqn, sac")
+        installed = core.installed_peers()
+        peers = tuple(x for x in args.peers.split(",") if x) if args.peers is not None else installed
+        known = [q.key for q in core.PEERS]
+        if set(peers) - set(known):
+            p.error(f"unknown peers {sorted(set(peers) - set(known))}; valid: {', '.join(known)}")
+        if "sb3" not in peers:
+            p.error("--peers must include sb3: the targets are against Stable-Baselines3")
+        missing = [q for q in core.PEERS if q.key in peers and q.key not in installed]
+        if missing:
+            p.error(f"peer {', '.join(q.label for q in missing)} is not installed: pip install -e \".[bench]\"")
+        peers = tuple(q.key for q in core.PEERS if q.key in peers)  # SB3 first: its ratios are the targets'
         repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
-        b = core.Bench(root=root, repeats=repeats, quick=args.quick, algos=algos)
+        b = core.Bench(root=root, repeats=repeats, quick=args.quick, algos=algos, peers=peers)
         res = core.run(b, log=lambda m: print(m, file=sys.stderr, flush=True))
         text = core.markdown(res)
     print(text)

@@ -1,7 +1,8 @@
-"""The side-by-side benchmark: rlsweep vs Stable-Baselines3, the env-stepping limit, overheads.
+"""The side-by-side benchmark: rlsweep vs Stable-Baselines3 and TorchRL, the env-stepping limit, overheads.
 
-Every measured run is its own subprocess, run interleaved (A B, then B A, ...) so both sides see
-the same machine load; ratios come from runs paired within one repeat. rlsweep runs ARE
+Every measured run is its own subprocess, run interleaved (A B C, then C B A, ...) so every side
+sees the same machine load; ratios come from runs paired within one repeat. The targets are
+against SB3 (the ``peer`` fields); TorchRL, where it is installed, is reported beside it (``peers``). rlsweep runs ARE
 ``python -m sweeps.train`` runs (same config composition, same ``runner.train``), read back from
 their ``result.json``.
 """
@@ -95,6 +96,25 @@ COMPARISONS = (
     Comparison("sac", "Pendulum-v1", "sb3_sac", 10_000, 750,
                (("algo.learning_starts", "learning_starts", 100),), 2.0),
 )
+@dataclass(frozen=True)
+class Peer:
+    """A peer library: its worker kind (rlsweep.bench.worker), import name and pip name."""
+
+    key: str
+    module: str
+    label: str
+
+
+#: SB3 first: it is the peer the targets name; TorchRL's versions are pinned in the bench extra
+PEERS = (Peer("sb3", "stable_baselines3", "stable-baselines3"), Peer("torchrl", "torchrl", "torchrl"))
+
+
+def installed_peers() -> tuple[str, ...]:
+    import importlib.util
+
+    return tuple(p.key for p in PEERS if importlib.util.find_spec(p.module) is not None)
+
+
 COMMON = ["logger.mode=disabled", "progress=false", "backend.num_threads=1", "device=cpu"]
 
 
@@ -106,6 +126,8 @@ class Bench:
     repeats: int = 3
     quick: bool = False
     algos: tuple[str, ...] = ("ppo", "dqn", "sac")
+    #: peer keys (see PEERS) to run beside rlsweep; "sb3" is the one the targets are against
+    peers: tuple[str, ...] = ("sb3",)
     #: :func:`bf16_matmul_speedup` of this machine (None: not measured, bfloat16 not chosen)
     bf16_speedup: float | None = None
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlsweep-bench-")))
@@ -193,47 +215,59 @@ def learning_no_worse(ours: list[float], peer: list[float]) -> bool:
 
 
 # -- the comparisons -------------------------------------------------------------------------------
+def _peer_summary(ours: list[dict[str, Any]], runs: list[dict[str, Any]], label: str) -> dict[str, Any]:
+    """One peer's side of a comparison: env-steps/s, the paired ratio with its interval, returns."""
+    ratio, ci = ratio_with_ci([o["env_steps_per_s"] for o in ours], [p["env_steps_per_s"] for p in runs])
+    e2e_ratio, e2e_ci = ratio_with_ci([o["end_to_end_env_steps_per_s"] for o in ours],
+                                      [p["end_to_end_env_steps_per_s"] for p in runs])
+    returns = [p["final_return"] for p in runs]
+    return {"peer": f"{label} {runs[0]['version']}", "env_steps": runs[0]["env_steps"],
+            "peer_env_steps_per_s": statistics.median(p["env_steps_per_s"] for p in runs),
+            "ratio": ratio, "ratio_ci": ci, "end_to_end_ratio": e2e_ratio, "end_to_end_ratio_ci": e2e_ci,
+            "peer_final_return": float(np.mean(returns)),
+            "learning_no_worse": learning_no_worse([o["final_return"] for o in ours], returns)}
+
+
 def compare(b: Bench, c: Comparison, log: Any = print) -> dict[str, Any]:
-    ours, peer = [], []
+    ours: list[dict[str, Any]] = []
+    peer_runs: dict[str, list[dict[str, Any]]] = {key: [] for key in b.peers}
+    sides = ("rlsweep", *b.peers)
     for r in range(b.repeats):
-        order = ("rlsweep", "peer") if r % 2 == 0 else ("peer", "rlsweep")
-        for side in order:
+        for side in (sides if r % 2 == 0 else sides[::-1]):
             if side == "rlsweep":
                 ours.append(run_rlsweep(b, c, seed=r))
                 if c.algo == "ppo":  # the limit, right beside the run it bounds (same machine load)
                     ours[-1]["raw_limit_env_steps_per_s"] = _raw_limit(b, r)
             else:
-                # SB3 excludes the same leading env steps as rlsweep's warm-up iterations (the
+                # peers exclude the same leading env steps as rlsweep's warm-up iterations (the
                 # boundary depends only on the config; repeat 0 runs rlsweep first)
-                peer.append(run_worker(b, "sb3", algo=c.algo, seed=r,
-                                       steady_from_env_steps=int(ours[-1]["steady_from_env_steps"]),
-                                       total_env_steps=c.quick_env_steps if b.quick else c.total_env_steps,
-                                       eval_episodes=3 if b.quick else 10,
-                                       overrides=c.quick_sb3_kwargs() if b.quick else {}))
-        log(f"  {c.name} repeat {r + 1}/{b.repeats}: rlsweep {ours[-1]['env_steps_per_s']:.0f} "
-            f"vs SB3 {peer[-1]['env_steps_per_s']:.0f} env-steps/s")
-    rl = [o["env_steps_per_s"] for o in ours]
-    pe = [p["env_steps_per_s"] for p in peer]
-    ratio, ci = ratio_with_ci(rl, pe)
-    e2e_ratio, e2e_ci = ratio_with_ci([o["end_to_end_env_steps_per_s"] for o in ours],
-                                      [p["end_to_end_env_steps_per_s"] for p in peer])
+                peer_runs[side].append(run_worker(
+                    b, side, algo=c.algo, seed=r, steady_from_env_steps=int(ours[-1]["steady_from_env_steps"]),
+                    total_env_steps=c.quick_env_steps if b.quick else c.total_env_steps,
+                    eval_episodes=3 if b.quick else 10, overrides=c.quick_sb3_kwargs() if b.quick else {}))
+        log(f"  {c.name} repeat {r + 1}/{b.repeats}: rlsweep {ours[-1]['env_steps_per_s']:.0f} vs "
+            + ", ".join(f"{key} {runs[-1]['env_steps_per_s']:.0f}" for key, runs in peer_runs.items())
+            + " env-steps/s")
+    labels = {p.key: p.label for p in PEERS}
+    peers = {key: _peer_summary(ours, runs, labels[key]) for key, runs in peer_runs.items()}
+    main = peers[b.peers[0]]
     rl_ret = [o["final_return"] for o in ours]
-    pe_ret = [p["final_return"] for p in peer]
     return {
         "algo": c.algo, "env_id": c.env_id, "preset": c.preset,
         "rlsweep_overrides": ours[0]["overrides"],
-        "peer": f"stable-baselines3 {peer[0]['version']}",
-        "env_steps": {"rlsweep": ours[0]["env_steps"], "peer": peer[0]["env_steps"]},
-        "rlsweep_env_steps_per_s": statistics.median(rl),
-        "peer_env_steps_per_s": statistics.median(pe),
-        "ratio": ratio, "ratio_ci": ci,
-        "end_to_end_ratio": e2e_ratio, "end_to_end_ratio_ci": e2e_ci,
+        "peer": main["peer"],
+        "env_steps": {"rlsweep": ours[0]["env_steps"], "peer": main["env_steps"]},
+        "rlsweep_env_steps_per_s": statistics.median(o["env_steps_per_s"] for o in ours),
+        "peer_env_steps_per_s": main["peer_env_steps_per_s"],
+        "ratio": main["ratio"], "ratio_ci": main["ratio_ci"],
+        "end_to_end_ratio": main["end_to_end_ratio"], "end_to_end_ratio_ci": main["end_to_end_ratio_ci"],
         "rlsweep_final_return": float(np.mean(rl_ret)),
-        "peer_final_return": float(np.mean(pe_ret)),
-        "learning_no_worse": learning_no_worse(rl_ret, pe_ret),
+        "peer_final_return": main["peer_final_return"],
+        "learning_no_worse": main["learning_no_worse"],
         "target_ratio": c.target_ratio,
-        "meets_target": ratio >= c.target_ratio,
-        "repeats": {"rlsweep": ours, "peer": peer},
+        "meets_target": main["ratio"] >= c.target_ratio,
+        "peers": peers,
+        "repeats": {"rlsweep": ours, **peer_runs},
     }
 
 
@@ -349,7 +383,7 @@ def run(b: Bench, log: Any = print) -> dict[str, Any]:
     log(f"bfloat16 matmul speed-up on this CPU: {b.bf16_speedup:.2f}x "
         f"(dtype=bfloat16 for {', '.join(BF16_ALGOS)} from {BF16_MIN_SPEEDUP}x)")
     result: dict[str, Any] = {
-        "settings": {"repeats": b.repeats, "quick": b.quick, "threads_per_run": 1,
+        "settings": {"repeats": b.repeats, "quick": b.quick, "threads_per_run": 1, "peers": list(b.peers),
                      "bf16_matmul_speedup": b.bf16_speedup, "bf16_min_speedup": BF16_MIN_SPEEDUP},
         "fingerprint": fingerprint(torch.device("cpu")),
         "load_avg_at_start": os.getloadavg(), "python": platform.python_version(),
@@ -359,7 +393,8 @@ def run(b: Bench, log: Any = print) -> dict[str, Any]:
     for c in COMPARISONS:
         if c.algo not in b.algos:
             continue
-        log(f"{c.name}: rlsweep ({' '.join(b.toggles(c.algo))}) vs SB3, {b.repeats} interleaved repeats")
+        log(f"{c.name}: rlsweep ({' '.join(b.toggles(c.algo))}) vs {', '.join(b.peers)}, "
+            f"{b.repeats} interleaved repeats")
         comp = compare(b, c, log)
         result["comparisons"][c.name] = comp
         result[c.name] = {k: v for k, v in comp.items() if k != "repeats"}
@@ -387,18 +422,25 @@ def markdown(res: dict[str, Any]) -> str:
              "end-to-end ratio | rlsweep return | peer return | learning ok |",
              "|---|---:|---|---:|---|---:|---:|---:|---:|---|"]
     for name, c in res["comparisons"].items():
-        lines.append(
-            f"| {name} | {c['rlsweep_env_steps_per_s']:.0f} | {c['peer']} | {c['peer_env_steps_per_s']:.0f} | "
-            f"{c['ratio']:.2f}x [{c['ratio_ci'][0]:.2f}, {c['ratio_ci'][1]:.2f}] | "
-            f"{c['target_ratio']:.0f}x {'met' if c['meets_target'] else 'MISSED'} | {c['end_to_end_ratio']:.2f}x | "
-            f"{c['rlsweep_final_return']:.1f} | {c['peer_final_return']:.1f} | "
-            f"{'yes' if c['learning_no_worse'] else 'NO'} |")
+        # sessions before TorchRL wrote only the SB3 fields: read them as the one peer
+        peers = c.get("peers") or {"sb3": {k: c[k] for k in ("peer", "peer_env_steps_per_s", "ratio", "ratio_ci",
+                                                          "end_to_end_ratio", "peer_final_return",
+                                                          "learning_no_worse")}}
+        for i, p in enumerate(peers.values()):
+            target = (f"{c['target_ratio']:.0f}x {'met' if c['meets_target'] else 'MISSED'}" if i == 0
+                      else "(reported)")
+            lines.append(
+                f"| {name} | {c['rlsweep_env_steps_per_s']:.0f} | {p['peer']} | {p['peer_env_steps_per_s']:.0f} | "
+                f"{p['ratio']:.2f}x [{p['ratio_ci'][0]:.2f}, {p['ratio_ci'][1]:.2f}] | {target} | "
+                f"{p['end_to_end_ratio']:.2f}x | {c['rlsweep_final_return']:.1f} | {p['peer_final_return']:.1f} | "
+                f"{'yes' if p['learning_no_worse'] else 'NO'} |")
     lim = res["limit"]
     frac = lim["collection_fraction"]
     lines += ["", "rlsweep runs `python -m sweeps.train " + "`; `".join(
         " ".join(o for o in c["rlsweep_overrides"] if not o.startswith(("seed=", "logger.", "progress=")))
-        for c in res["comparisons"].values()) + "`. Ratios: steady state (warm-up/compile excluded on both "
-        "sides, same boundary); end-to-end includes start-up, compile and evaluation.", "",
+        for c in res["comparisons"].values()) + "`. Ratios: steady state (warm-up/compile excluded on every "
+        "side, same boundary); end-to-end includes start-up, compile and evaluation. Peers run the same "
+        "hyper-parameters, env, env count and env-step budget; the targets are against SB3.", "",
               "## Limit", "",
               f"Raw SyncVectorEnv x{lim['num_envs']} {lim['env_id']} (random actions): "
               f"{lim['raw_env_steps_per_s']:.0f} env-steps/s; rlsweep PPO collection: "

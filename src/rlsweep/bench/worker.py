@@ -16,10 +16,14 @@ def main(argv: list[str]) -> None:
 
     if kind == "sb3":
         result = peers.run_sb3(**args)
+    elif kind == "torchrl":
+        from rlsweep.bench.torchrl_peer import run_torchrl
+
+        result = run_torchrl(**args)
     elif kind == "limit":
         result = peers.raw_vector_stepping(**args)
     else:
-        raise SystemExit(f"unknown worker kind {kind!r}: sb3 | limit")
+        raise SystemExit(f"unknown worker kind {kind!r}: sb3 | torchrl | limit")
     out.write_text(json.dumps(result))
 
 
