@@ -29,6 +29,36 @@ SB3_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
+class SteadyClock:
+    """Notes the time at the first collection that starts at or after the steady boundary."""
+
+    def __init__(self, steady_from_env_steps: int) -> None:
+        self.steady_from = steady_from_env_steps
+        self.mark: tuple[float, int] | None = None
+
+    def collection_starts(self, env_steps: int) -> None:
+        if self.mark is None and env_steps >= self.steady_from:
+            self.mark = (time.perf_counter(), env_steps)
+
+
+def peer_record(clock: SteadyClock, env_steps: int, t_start: float, t0: float, t_end: float,
+                returns: list[float], version: str) -> dict[str, Any]:
+    """A peer run's record: steady-state rate from the clock's mark (or from ``t0``), walls, returns."""
+    mark_t, mark_steps = clock.mark if clock.mark is not None else (t0, 0)
+    steady = (env_steps - mark_steps) / (t_end - mark_t) if t_end > mark_t and env_steps > mark_steps else None
+    wall = time.perf_counter() - t_start
+    return {
+        "env_steps": env_steps,
+        "env_steps_per_s": steady,
+        "end_to_end_env_steps_per_s": env_steps / wall,
+        "train_wall_s": t_end - t0,
+        "wall_s": wall,
+        "final_return": float(np.mean(returns)) if returns else None,
+        "eval_returns": returns,
+        "version": version,
+    }
+
+
 def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: int,
             eval_episodes: int = 10, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train SB3's ``algo`` for ``total_env_steps`` on 1 intra-op thread and measure it.
@@ -45,15 +75,14 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
     s = SB3_SETTINGS[algo]
 
     class SteadyMark(BaseCallback):
-        """Notes the time at the first rollout that starts at or after the steady boundary."""
+        """Tells the clock when each rollout starts."""
 
-        def __init__(self) -> None:
+        def __init__(self, clock: SteadyClock) -> None:
             super().__init__()
-            self.mark: tuple[float, int] | None = None
+            self.clock = clock
 
         def _on_rollout_start(self) -> None:
-            if self.mark is None and self.num_timesteps >= steady_from_env_steps:
-                self.mark = (time.perf_counter(), self.num_timesteps)
+            self.clock.collection_starts(self.num_timesteps)
 
         def _on_step(self) -> bool:
             return True
@@ -62,25 +91,12 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
     env = make_vec_env(s["env_id"], n_envs=s["n_envs"], seed=seed)
     cls = {"ppo": sb3.PPO, "dqn": sb3.DQN, "sac": sb3.SAC}[algo]
     model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **{**s["kwargs"], **(overrides or {})})
-    cb = SteadyMark()
+    clock = SteadyClock(steady_from_env_steps)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=total_env_steps, callback=cb, progress_bar=False)
+    model.learn(total_timesteps=total_env_steps, callback=SteadyMark(clock), progress_bar=False)
     t_end = time.perf_counter()
-    steps = int(model.num_timesteps)
-    mark_t, mark_steps = cb.mark if cb.mark is not None else (t0, 0)
-    steady = (steps - mark_steps) / (t_end - mark_t) if t_end > mark_t and steps > mark_steps else None
     returns = _evaluate(model, s["env_id"], eval_episodes, seed + 10_000) if eval_episodes > 0 else []
-    wall = time.perf_counter() - t_start
-    return {
-        "env_steps": steps,
-        "env_steps_per_s": steady,
-        "end_to_end_env_steps_per_s": steps / wall,
-        "train_wall_s": t_end - t0,
-        "wall_s": wall,
-        "final_return": float(np.mean(returns)) if returns else None,
-        "eval_returns": returns,
-        "version": sb3.__version__,
-    }
+    return peer_record(clock, int(model.num_timesteps), t_start, t0, t_end, returns, sb3.__version__)
 
 
 def _evaluate(model: Any, env_id: str, episodes: int, seed: int) -> list[float]:

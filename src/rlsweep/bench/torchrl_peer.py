@@ -29,19 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.bench.peers import SB3_SETTINGS
-
-
-class SteadyClock:
-    """Notes the time at the first collection batch that starts at or after the steady boundary."""
-
-    def __init__(self, steady_from_env_steps: int) -> None:
-        self.steady_from = steady_from_env_steps
-        self.mark: tuple[float, int] | None = None
-
-    def batch_starts(self, env_steps: int) -> None:
-        if self.mark is None and env_steps >= self.steady_from:
-            self.mark = (time.perf_counter(), env_steps)
+from rlsweep.bench.peers import SB3_SETTINGS, SteadyClock, peer_record
 
 
 def run_torchrl(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: int,
@@ -56,26 +44,15 @@ def run_torchrl(algo: str, total_env_steps: int, seed: int, steady_from_env_step
     hp = {**s["kwargs"], **(overrides or {})}
     torch.manual_seed(seed)
     t_start = time.perf_counter()
+    env = _env(s["env_id"], s["n_envs"], seed)
     clock = SteadyClock(steady_from_env_steps)
     train = {"ppo": _ppo, "dqn": _dqn, "sac": _sac}[algo]
     t0 = time.perf_counter()
-    policy, steps = train(s["env_id"], s["n_envs"], hp, total_env_steps, seed, clock)
+    policy, steps = train(env, hp, total_env_steps, clock)
     t_end = time.perf_counter()
     torch.set_num_threads(1)  # TorchRL's collector sets the thread count back when it shuts down
-    mark_t, mark_steps = clock.mark if clock.mark is not None else (t0, 0)
-    steady = (steps - mark_steps) / (t_end - mark_t) if t_end > mark_t and steps > mark_steps else None
     returns = _evaluate(policy, s["env_id"], eval_episodes, seed + 10_000) if eval_episodes > 0 else []
-    wall = time.perf_counter() - t_start
-    return {
-        "env_steps": steps,
-        "env_steps_per_s": steady,
-        "end_to_end_env_steps_per_s": steps / wall,
-        "train_wall_s": t_end - t0,
-        "wall_s": wall,
-        "final_return": float(np.mean(returns)) if returns else None,
-        "eval_returns": returns,
-        "version": torchrl.__version__,
-    }
+    return peer_record(clock, steps, t_start, t0, t_end, returns, torchrl.__version__)
 
 
 def _evaluate(policy: Callable[[Any], Any], env_id: str, episodes: int, seed: int) -> list[float]:
@@ -132,8 +109,7 @@ def _orthogonal_init(net: Any, out_gain: float) -> None:
 
 
 # -- PPO -----------------------------------------------------------------------------------------
-def _ppo(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, seed: int,
-         clock: SteadyClock) -> tuple[Callable[[Any], Any], int]:
+def _ppo(env: Any, hp: dict[str, Any], total_env_steps: int, clock: SteadyClock) -> tuple[Callable[[Any], Any], int]:
     import torch
     from tensordict.nn import TensorDictModule
     from torchrl.collectors import Collector
@@ -141,7 +117,6 @@ def _ppo(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
     from torchrl.objectives import ClipPPOLoss
     from torchrl.objectives.value import GAE
 
-    env = _env(env_id, n_envs, seed)
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.shape[-1]
     actor_net = _mlp(n_obs, n_act, [64, 64], torch.nn.Tanh)
@@ -152,7 +127,7 @@ def _ppo(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
                                in_keys=["logits"], spec=env.action_spec, distribution_class=OneHotCategorical,
                                return_log_prob=True)
     critic = ValueOperator(critic_net, in_keys=["observation"])
-    frames_per_batch = n_envs * hp["n_steps"]
+    frames_per_batch = env.batch_size.numel() * hp["n_steps"]
     total = math.ceil(total_env_steps / frames_per_batch) * frames_per_batch  # SB3 runs whole rollouts too
     collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=total, **_COLLECTOR)
     gae = GAE(gamma=hp["gamma"], lmbda=hp["gae_lambda"], value_network=critic, average_gae=False)
@@ -162,7 +137,7 @@ def _ppo(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
     params = list(loss_fn.parameters())
     optim = torch.optim.Adam(params, lr=hp["learning_rate"], eps=1e-5)
     steps = 0
-    clock.batch_starts(steps)
+    clock.collection_starts(steps)
     for data in collector:
         steps += data.numel()
         with torch.no_grad():
@@ -177,14 +152,13 @@ def _ppo(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, hp["max_grad_norm"])
                 optim.step()
-        clock.batch_starts(steps)
+        clock.collection_starts(steps)
     collector.shutdown()
     return lambda obs: actor_net(obs).argmax(-1), steps
 
 
 # -- DQN -----------------------------------------------------------------------------------------
-def _dqn(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, seed: int,
-         clock: SteadyClock) -> tuple[Callable[[Any], Any], int]:
+def _dqn(env: Any, hp: dict[str, Any], total_env_steps: int, clock: SteadyClock) -> tuple[Callable[[Any], Any], int]:
     import torch
     from tensordict.nn import TensorDictSequential
     from torchrl.collectors import Collector
@@ -192,7 +166,6 @@ def _dqn(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
     from torchrl.modules import EGreedyModule, QValueActor
     from torchrl.objectives import DQNLoss, HardUpdate
 
-    env = _env(env_id, n_envs, seed)
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.shape[-1]
     q_net = _mlp(n_obs, n_act, hp["policy_kwargs"]["net_arch"], torch.nn.ReLU)
@@ -208,7 +181,7 @@ def _dqn(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
     params = list(loss_fn.value_network_params.flatten_keys().values())
     optim = torch.optim.Adam(params, lr=hp["learning_rate"])
     steps = 0
-    clock.batch_starts(steps)
+    clock.collection_starts(steps)
     for data in collector:
         steps += data.numel()
         buffer.extend(data.reshape(-1))
@@ -221,7 +194,7 @@ def _dqn(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
                 torch.nn.utils.clip_grad_norm_(params, 10.0)  # SB3 DQN's max_grad_norm
                 optim.step()
             target.step()
-        clock.batch_starts(steps)
+        clock.collection_starts(steps)
     collector.shutdown()
     return lambda obs: q_net(obs).argmax(-1), steps
 
@@ -239,8 +212,7 @@ def _gaussian_head() -> Any:
     return GaussianHead()
 
 
-def _sac(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, seed: int,
-         clock: SteadyClock) -> tuple[Callable[[Any], Any], int]:
+def _sac(env: Any, hp: dict[str, Any], total_env_steps: int, clock: SteadyClock) -> tuple[Callable[[Any], Any], int]:
     import torch
     from tensordict.nn import TensorDictModule
     from torchrl.collectors import Collector
@@ -248,7 +220,6 @@ def _sac(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
     from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
     from torchrl.objectives import SACLoss, SoftUpdate
 
-    env = _env(env_id, n_envs, seed)
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.shape[-1]
     hidden = hp["policy_kwargs"]["net_arch"]
@@ -267,11 +238,11 @@ def _sac(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
     optims = [torch.optim.Adam(list(loss_fn.actor_network_params.flatten_keys().values()), lr=lr),
               torch.optim.Adam(list(loss_fn.qvalue_network_params.flatten_keys().values()), lr=lr),
               torch.optim.Adam([loss_fn.log_alpha], lr=lr)]
-    collector = Collector(env, actor, frames_per_batch=hp["train_freq"] * n_envs, total_frames=total_env_steps,
+    collector = Collector(env, actor, frames_per_batch=hp["train_freq"], total_frames=total_env_steps,
                           init_random_frames=hp["learning_starts"], **_COLLECTOR)
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(hp["buffer_size"]), batch_size=hp["batch_size"])
     steps = 0
-    clock.batch_starts(steps)
+    clock.collection_starts(steps)
     for data in collector:
         steps += data.numel()
         buffer.extend(data.reshape(-1))
@@ -285,7 +256,7 @@ def _sac(env_id: str, n_envs: int, hp: dict[str, Any], total_env_steps: int, see
                 for o in optims:
                     o.step()
                 target.step()
-        clock.batch_starts(steps)
+        clock.collection_starts(steps)
     collector.shutdown()
     scale, mid = (high - low) / 2, (high + low) / 2
     return lambda obs: torch.tanh(actor_net(obs)[0]) * scale + mid, steps
