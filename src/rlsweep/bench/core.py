@@ -460,7 +460,7 @@ def markdown(res: dict[str, Any]) -> str:
               "## Limit", "",
               f"Raw SyncVectorEnv x{lim['num_envs']} {lim['env_id']} (random actions): "
               f"{lim['raw_env_steps_per_s']:.0f} env-steps/s; rlsweep PPO collection: "
-              + (f"{lim['ppo_collection_env_steps_per_s']:.0f} env-steps/s = {frac:.0%} of the limit "
+              + (f"{lim['ppo_collection_env_steps_per_s']:.0f} env-steps/s = {frac:.1%} of the limit "
                  f"(target >= 50%: {'met' if lim['meets_target'] else 'MISSED'})" if frac is not None else "not measured"),
               "", "## Framework overhead", ""]
     cs = res["cold_start"]
