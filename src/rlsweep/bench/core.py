@@ -2,9 +2,9 @@
 
 Every measured run is its own subprocess, run interleaved (A B C, then C B A, ...) so every side
 sees the same machine load; ratios come from runs paired within one repeat. The targets are
-against SB3 (the ``peer`` fields); TorchRL, where it is installed, is reported beside it (``peers``). rlsweep runs ARE
-``python -m sweeps.train`` runs (same config composition, same ``runner.train``), read back from
-their ``result.json``.
+against SB3 (the ``peer`` fields); TorchRL, where it is installed, is reported beside it
+(``peers``). rlsweep runs ARE ``python -m sweeps.train`` runs (same config composition, same
+``runner.train``), read back from their ``result.json``.
 """
 
 from __future__ import annotations
@@ -73,14 +73,15 @@ class Comparison:
     preset: str
     total_env_steps: int  # the same real budget on both sides (SB3 PPO rounds up to whole rollouts)
     quick_env_steps: int
-    #: quick mode's smaller settings, as (rlsweep override, SB3 keyword, value): applied to BOTH sides
+    #: quick mode's smaller settings, as (rlsweep override, SB3 keyword, value): applied to EVERY side
+    #: (the TorchRL peer takes SB3's keywords too)
     quick_settings: tuple[tuple[str, str, int], ...]
     target_ratio: float
 
     def quick_overrides(self) -> list[str]:
         return [f"{key}={value}" for key, _, value in self.quick_settings]
 
-    def quick_sb3_kwargs(self) -> dict[str, int]:
+    def quick_peer_kwargs(self) -> dict[str, int]:
         return {kw: value for _, kw, value in self.quick_settings}
 
     @property
@@ -244,7 +245,7 @@ def compare(b: Bench, c: Comparison, log: Any = print) -> dict[str, Any]:
                 peer_runs[side].append(run_worker(
                     b, side, algo=c.algo, seed=r, steady_from_env_steps=int(ours[-1]["steady_from_env_steps"]),
                     total_env_steps=c.quick_env_steps if b.quick else c.total_env_steps,
-                    eval_episodes=3 if b.quick else 10, overrides=c.quick_sb3_kwargs() if b.quick else {}))
+                    eval_episodes=3 if b.quick else 10, overrides=c.quick_peer_kwargs() if b.quick else {}))
         log(f"  {c.name} repeat {r + 1}/{b.repeats}: rlsweep {ours[-1]['env_steps_per_s']:.0f} vs "
             + ", ".join(f"{key} {runs[-1]['env_steps_per_s']:.0f}" for key, runs in peer_runs.items())
             + " env-steps/s")
