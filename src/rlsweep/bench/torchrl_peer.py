@@ -1,10 +1,11 @@
-"""TorchRL peers: PPO, DQN and SAC written the way TorchRL's own reference scripts write them.
+"""TorchRL peers: PPO, DQN and SAC built from TorchRL's own components.
 
 The hyper-parameters are SB3's (:data:`rlsweep.bench.peers.SB3_SETTINGS`, with the same quick-mode
 overrides), so TorchRL, SB3 and rlsweep train the same algorithm with the same numbers. Each job
-uses TorchRL's parts as its users would: a ``Collector`` over a ``GymEnv`` (or, for PPO's 8
-envs, gymnasium's ``SyncVectorEnv`` in a ``GymWrapper``: envs stepped in turn, like SB3's ``DummyVecEnv``), ``ClipPPOLoss`` + ``GAE``,
-``DQNLoss`` + ``HardUpdate``, ``SACLoss`` + ``SoftUpdate``, and its replay buffers.
+uses TorchRL's parts as its users would: a ``Collector`` over a ``GymEnv`` (for PPO's 8 envs,
+gymnasium's ``SyncVectorEnv`` in a ``GymWrapper``: envs stepped in turn, like SB3's
+``DummyVecEnv``), ``ClipPPOLoss`` + ``GAE``, ``DQNLoss`` + ``HardUpdate``, ``SACLoss`` +
+``SoftUpdate``, and its replay buffers.
 
 Where SB3 differs from TorchRL's defaults, SB3's choice is written out here:
 - PPO: separate 64x64 tanh actor and critic with SB3's orthogonal init (gains sqrt(2), 0.01 for
