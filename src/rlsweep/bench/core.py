@@ -439,11 +439,7 @@ def markdown(res: dict[str, Any]) -> str:
              "end-to-end ratio | rlsweep return | peer return | learning ok |",
              "|---|---:|---|---:|---|---:|---:|---:|---:|---|"]
     for name, c in res["comparisons"].items():
-        # sessions before TorchRL wrote only the SB3 fields: read them as the one peer
-        peers = c.get("peers") or {"sb3": {k: c[k] for k in ("peer", "peer_env_steps_per_s", "ratio", "ratio_ci",
-                                                          "end_to_end_ratio", "peer_final_return",
-                                                          "learning_no_worse")}}
-        for i, p in enumerate(peers.values()):
+        for i, p in enumerate(c["peers"].values()):
             target = (f"{c['target_ratio']:.0f}x {'met' if c['meets_target'] else 'MISSED'}" if i == 0
                       else "(reported)")
             lines.append(
