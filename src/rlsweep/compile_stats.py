@@ -1,21 +1,63 @@
-"""Per-function compile accounting: compile time, graph breaks and recompiles.
+"""Per-function compile accounting: compile time, graph breaks and recompiles, with their reasons.
 
 torch._dynamo calls registered start/end callbacks around every frame compilation, with a
 compile id ``"<frame>/<attempt>"`` (attempt > 0 is a recompile). Each compiled function is
 wrapped so the callbacks know which function is running; the wrapper costs one attribute store
 per call. A call during which any compilation happened counts as compile time (its whole
 duration, which includes the lazily compiled backward), never as steady-state time.
+
+Why a function broke or recompiled is what ``TORCH_LOGS=graph_breaks,recompiles`` would print;
+it is read here from dynamo's structured records instead, with no logging switched on and
+nothing printed:
+
+* graph breaks: ``torch._dynamo.utils.graph_break_reasons`` (one ``GraphCompileReason`` per
+  break, with the user stack), the entries added between a compilation's start and end
+  callbacks;
+* recompiles, and frames whose compilation gave up so that they run eagerly (a graph break
+  inside a loop, the recompile limit): the ``recompile_reason`` / ``fail_reason`` fields of
+  ``torch._dynamo.utils.get_compilation_metrics()``, recorded just after the end callback and
+  read at the next compilation's start and in :meth:`CompileStats.summary`; a record is matched
+  to a wrapped function through its frame id.
+
+All of that happens at compile time; the steady-state call path is unchanged.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # torch._dynamo is imported where it is used, not here: importing it costs ~1 s (sympy, inductor,
 # torch.distributed) and eager jobs, which never wrap a function, must not pay that at start-up
+
+#: distinct reasons kept per function and kind (graph break / recompile); later ones only counted
+MAX_REASONS = 20
+#: characters kept of one reason (whitespace collapsed first)
+MAX_REASON_CHARS = 500
+#: frames of a graph break's user stack kept (innermost last)
+MAX_STACK_FRAMES = 5
+#: prefix of the reason of a frame whose compilation gave up (it runs eagerly)
+SKIPPED_PREFIX = "frame skipped, runs eagerly: "
+
+_COMPILE_ID_PREFIX = re.compile(r"^\s*!?[\d/]+:\s*")
+# exception types dynamo swallows, falling back to eager for the frame (convert_frame's soft_fail)
+_SOFT_FAILURES = ("Unsupported", "UserError")
+_DEBUG_CONTEXT = re.compile(r"Developer debug context:.*?(?=For more details|\*\*\*|$)", re.S)
+_MORE_DETAILS = re.compile(r"For more details about this graph break, please visit: (\S+)")
+
+
+def _clip(text: Any, limit: int = MAX_REASON_CHARS) -> str:
+    """One line of at most ``limit`` characters: whitespace runs collapsed, '…' when cut.
+
+    Dynamo's graph-break messages end in a "Developer debug context" (tracer internals) and a
+    "For more details ... visit: <url>" line: the first is dropped, the second kept as "(<url>)".
+    """
+    text = _MORE_DETAILS.sub(r"(\1)", _DEBUG_CONTEXT.sub(" ", str(text)))
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 @dataclass
@@ -24,6 +66,21 @@ class FunctionCompileStats:
     compilations: int = 0
     recompiles: int = 0
     graph_breaks: int = 0
+    # distinct reasons (first MAX_REASONS of each kind), keyed for dedupe, values hold counts
+    graph_break_reasons: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    recompile_reasons: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    reasons_dropped: int = 0  # occurrences of distinct reasons beyond MAX_REASONS
+
+    def add_reason(self, kind: str, entry: dict[str, Any]) -> None:
+        """Count one graph break ("graph_break") or recompile ("recompile") with its reason."""
+        table = self.graph_break_reasons if kind == "graph_break" else self.recompile_reasons
+        key = tuple(v for k, v in entry.items() if k != "stack")
+        if key in table:
+            table[key]["count"] += 1
+        elif len(table) < MAX_REASONS:
+            table[key] = {**entry, "count": 1}
+        else:
+            self.reasons_dropped += 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -31,6 +88,9 @@ class FunctionCompileStats:
             "compilations": self.compilations,
             "recompiles": self.recompiles,
             "graph_breaks": self.graph_breaks,
+            "graph_break_reasons": [dict(e) for e in self.graph_break_reasons.values()],
+            "recompile_reasons": [dict(e) for e in self.recompile_reasons.values()],
+            "reasons_dropped": self.reasons_dropped,
         }
 
 
@@ -38,6 +98,44 @@ def _graph_break_count() -> int:
     from torch._dynamo.utils import counters
 
     return sum(counters["graph_break"].values())
+
+
+def _graph_break_records() -> list[Any]:
+    try:
+        from torch._dynamo.utils import graph_break_reasons
+    except ImportError:  # a torch without it: counts only
+        return []
+    return graph_break_reasons
+
+
+def _compilation_metrics() -> list[Any]:
+    try:
+        from torch._dynamo.utils import get_compilation_metrics
+    except ImportError:  # a torch without it: no recompile / skip reasons, counts still kept
+        return []
+    return get_compilation_metrics()
+
+
+def _break_entry(record: Any) -> dict[str, Any]:
+    """A ``GraphCompileReason`` as a record entry: reason, innermost user frame, short stack."""
+    stack = list(getattr(record, "user_stack", None) or [])
+    where = stack[-1] if stack else None
+    entry: dict[str, Any] = {
+        "reason": _clip(getattr(record, "reason", "?")),
+        "file": getattr(where, "filename", None),
+        "line": getattr(where, "lineno", None),
+        "function": getattr(where, "name", None),
+    }
+    if len(stack) > 1:  # the call chain from the compiled function down to the break
+        entry["stack"] = [f"{f.filename}:{f.lineno} in {f.name}" for f in stack[-MAX_STACK_FRAMES:]]
+    return entry
+
+
+def _frame_key(compile_id: Any) -> str | None:
+    """The frame part of a compile id ("3/1" -> "3"; "!0/3/1" -> "!0/3")."""
+    text = str(compile_id) if compile_id is not None else ""
+    frame, sep, attempt = text.rpartition("/")
+    return frame if sep and attempt.isdigit() else None
 
 
 class CompileStats:
@@ -48,26 +146,100 @@ class CompileStats:
         self.events = 0
         self._current: str | None = None
         self._breaks_at_start = 0
+        self._break_records_at_start = 0
         self._installed = False
+        # frame id -> wrapped function that compiled it, and the frame's (code name, file, first line)
+        self._frames: dict[str, str] = {}
+        self._frame_code: dict[str, tuple[str, Any, Any]] = {}
+        self._dynamo_ids: set[str] = set()  # compile ids that ran the callbacks
+        self._last_metrics: Any = None  # newest compilation-metrics record already read
 
     # dynamo callbacks ------------------------------------------------------------------------
     def _on_start(self, args: Any = None) -> None:
+        self._harvest_metrics()
         self._breaks_at_start = _graph_break_count()
+        self._break_records_at_start = len(_graph_break_records())
 
     def _on_end(self, args: Any = None) -> None:
         self.events += 1
-        stats = self.functions.setdefault(self._current or "<other>", FunctionCompileStats())
+        name = self._current or "<other>"
+        stats = self.functions.setdefault(name, FunctionCompileStats())
         stats.compilations += 1
         compile_id = str(getattr(args, "compile_id", "0/0"))
-        attempt = compile_id.split("/")[-1]
-        if attempt.isdigit() and int(attempt) > 0:
-            stats.recompiles += 1
-        stats.graph_breaks += _graph_break_count() - self._breaks_at_start
+        # the backward of a frame compiles lazily under the forward's compile id: not a recompile
+        trigger = getattr(getattr(args, "callback_trigger", None), "name", "DYNAMO")
+        if trigger == "DYNAMO":
+            attempt = compile_id.split("/")[-1]
+            if attempt.isdigit() and int(attempt) > 0:
+                stats.recompiles += 1
+            self._dynamo_ids.add(compile_id)
+            frame = _frame_key(compile_id)
+            if frame is not None:
+                self._frames[frame] = name
+        records = _graph_break_records()
+        start = self._break_records_at_start if self._break_records_at_start <= len(records) else 0
+        new_breaks = records[start:]
+        for record in new_breaks:
+            stats.add_reason("graph_break", _break_entry(record))
+        # dynamo's counter misses some breaks (data-dependent jumps); its records miss none it counts
+        stats.graph_breaks += max(_graph_break_count() - self._breaks_at_start, len(new_breaks))
+
+    def _harvest_metrics(self) -> None:
+        """Read the compilation-metrics records added since the last look: recompile and skip reasons."""
+        metrics = _compilation_metrics()
+        if not metrics:
+            return
+        new = metrics
+        if self._last_metrics is not None:
+            for i in range(len(metrics) - 1, -1, -1):
+                if metrics[i] is self._last_metrics:
+                    new = metrics[i + 1 :]
+                    break
+        self._last_metrics = metrics[-1]
+        for m in new:
+            frame = _frame_key(getattr(m, "compile_id", None))
+            name = self._frames.get(frame) if frame is not None else None
+            if name is None:
+                continue  # not a frame of a wrapped function (or before install)
+            co_name = getattr(m, "co_name", None)
+            if co_name:
+                self._frame_code[frame] = (co_name, getattr(m, "co_filename", None), getattr(m, "co_firstlineno", None))
+            code = self._frame_code.get(frame)
+            stats = self.functions.setdefault(name, FunctionCompileStats())
+            recompile_reason = getattr(m, "recompile_reason", None)
+            if recompile_reason:
+                if str(getattr(m, "compile_id", "")) not in self._dynamo_ids:  # gave up before the callbacks ran
+                    stats.recompiles += 1
+                stats.add_reason(
+                    "recompile",
+                    {
+                        "reason": _clip(_COMPILE_ID_PREFIX.sub("", str(recompile_reason))),
+                        "frame": f"{code[0]} ({code[1]}:{code[2]})" if code else None,
+                    },
+                )
+            fail_reason = getattr(m, "fail_reason", None)
+            soft = getattr(m, "fail_type", None) in _SOFT_FAILURES or getattr(m, "config_suppress_errors", False)
+            if fail_reason and soft and getattr(m, "is_forward", None) is not False:
+                # the frame's compilation gave up (graph break in a loop, recompile limit, ...):
+                # the frame runs eagerly, which is a graph break around all of it (other failures
+                # raise, and the job's error says why)
+                stats.graph_breaks += 1
+                stats.add_reason(
+                    "graph_break",
+                    {
+                        "reason": _clip(SKIPPED_PREFIX + str(fail_reason)),
+                        "file": getattr(m, "fail_user_frame_filename", None) or (code[1] if code else None),
+                        "line": getattr(m, "fail_user_frame_lineno", None) or (code[2] if code else None),
+                        "function": code[0] if code else None,
+                    },
+                )
 
     def install(self) -> None:
         if not self._installed:
             import torch._dynamo
 
+            metrics = _compilation_metrics()
+            self._last_metrics = metrics[-1] if metrics else None  # earlier records are not ours
             torch._dynamo.callback_handler.register_start_callback(self._on_start)
             torch._dynamo.callback_handler.register_end_callback(self._on_end)
             self._installed = True
@@ -76,8 +248,11 @@ class CompileStats:
         if self._installed:
             import torch._dynamo
 
-            torch._dynamo.callback_handler.remove_start_callback(self._on_start)
-            torch._dynamo.callback_handler.remove_end_callback(self._on_end)
+            self._harvest_metrics()
+            handler = torch._dynamo.callback_handler
+            for registered, callback in ((handler.start_callbacks, self._on_start), (handler.end_callbacks, self._on_end)):
+                if callback in registered:  # torch._dynamo.reset() (user code, tests) drops them
+                    registered.remove(callback)
             self._installed = False
 
     # wrapping --------------------------------------------------------------------------------
@@ -107,6 +282,20 @@ class CompileStats:
         return sum(v.compile_s for v in self.functions.values())
 
     def summary(self, mode: str) -> dict[str, Any]:
+        """The record's ``compile`` section.
+
+        ``per_function.<name>`` holds ``compile_s``, ``compilations``, ``recompiles``,
+        ``graph_breaks``, and the distinct reasons (at most :data:`MAX_REASONS` of each kind, each
+        cut to :data:`MAX_REASON_CHARS` characters, ``count`` = occurrences):
+        ``graph_break_reasons`` = ``[{reason, file, line, function, [stack], count}]`` (the
+        innermost user frame; ``stack`` = the call chain, innermost last, when the break is in a
+        called function; a frame that runs eagerly because its compilation gave up has a reason
+        starting with :data:`SKIPPED_PREFIX`), ``recompile_reasons`` = ``[{reason, frame,
+        count}]`` (the guard that failed; ``frame`` = ``"<code name> (<file>:<first line>)"``),
+        and ``reasons_dropped`` (occurrences of further distinct reasons, not kept).
+        """
+        if self._installed:
+            self._harvest_metrics()
         per_fn = {k: v.as_dict() for k, v in self.functions.items()}
         return {
             "mode": mode,

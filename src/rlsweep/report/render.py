@@ -179,8 +179,53 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _md_text(text: Any) -> str:
+    """Free text on one markdown line: no line breaks, ``<`` escaped (dynamo writes ``<class ...>``)."""
+    return " ".join(str(text).split()).replace("<", "\\<")
+
+
+def _times(entry: dict[str, Any]) -> str:
+    jobs = entry.get("jobs", 1)
+    return f"×{entry.get('count', 1)} ({jobs} job{'s' if jobs != 1 else ''})"
+
+
+def _compile_reason_lines(report: Report) -> list[str]:
+    """The "Graph breaks and recompiles" section: dynamo's reasons per cell and compiled function."""
+    lines: list[str] = []
+    for cell in report.cells:
+        entries: list[str] = []
+        for name, fn in cell.compile_reasons.items():
+            for brk in fn.get("graph_breaks", []):
+                where = f"{brk.get('file') or '?'}:{brk.get('line') if brk.get('line') is not None else '?'}"
+                func = f" in `{brk['function']}`" if brk.get("function") else ""
+                entries.append(
+                    f"- `{name}`: graph break {_times(brk)} at `{where}`{func}: {_md_text(brk.get('reason'))}"
+                )
+                stack = brk.get("stack") or []
+                if stack:
+                    entries.append("  - call chain: " + " → ".join(f"`{f}`" for f in stack))
+            for rec in fn.get("recompiles", []):
+                frame = f" of `{rec['frame']}`" if rec.get("frame") else ""
+                entries.append(
+                    f"- `{name}`: recompile {_times(rec)}{frame}, guard failed: {_md_text(rec.get('reason'))}"
+                )
+            if fn.get("reasons_dropped"):
+                entries.append(f"- `{name}`: {fn['reasons_dropped']} more occurrence(s) of reasons not kept")
+        if entries:
+            lines += [f"### {_md_escape(cell.label)}", "", *entries, ""]
+    if not lines:
+        return ["None recorded."]
+    intro = (
+        "Per cell and compiled function, from dynamo (what `TORCH_LOGS=graph_breaks,recompiles` would "
+        "print): identical reasons merged, ×occurrences over the cell's jobs (in how many jobs). A frame "
+        "whose compilation gave up and runs eagerly counts as a graph break."
+    )
+    return [intro, "", *lines[:-1]]
+
+
 def render_markdown(report: Report) -> str:
-    """summary.md: cells, toggle effects, learning check, casualties, fingerprints, method."""
+    """summary.md: cells, toggle effects, learning check, casualties, not-applicable toggles,
+    graph breaks and recompiles, fingerprints, method."""
     counts = report.counts
     lines = [
         f"# Sweep report: `{report.sweep_dir}`",
@@ -267,6 +312,8 @@ def render_markdown(report: Report) -> str:
     ] or ["None."]
     lines += ["", "## Not-applicable toggles", ""]
     lines += [f"- {where}: {text}" for text, where in _not_applicable_groups(report)] or ["None."]
+    lines += ["", "## Graph breaks and recompiles", ""]
+    lines += _compile_reason_lines(report)
     lines += ["", "## Fingerprints", ""]
     fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
     for fp in sorted(fps):

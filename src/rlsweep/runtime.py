@@ -1,0 +1,187 @@
+"""The runtime an algorithm is handed: every toggle reaches the algorithm's code through it.
+
+Algorithms never read toggle values: they call ``rt.h2d``/``rt.d2h`` (pin_memory, non_blocking),
+``rt.compile`` (compile), ``rt.autocast``/``rt.grad_scaler`` (dtype), ``rt.acting_modules``
+(twin_modules), ``rt.activation``/``rt.polyak_update``/``rt.normalize`` (inplace). Each toggle's
+``apply`` sets the switches here (:mod:`rlsweep.toggles`), so a toggle acts in exactly one place
+and an algorithm written against these calls -- a built-in or a user's -- gets every toggle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from rlsweep.compile_stats import CompileStats
+
+
+def make_twin(module: nn.Module) -> nn.Module:
+    """An eval-mode copy of ``module`` that shares every Parameter and buffer object with it.
+
+    Optimizer steps on the original are seen by the twin without any copy, so acting can use the
+    twin while the original stays in train mode: no ``.train()``/``.eval()`` switching.
+    """
+    shared = {id(t): t for t in [*module.parameters(), *module.buffers()]}
+    twin = copy.deepcopy(module, memo=shared)
+    return twin.eval()
+
+
+class Activation(nn.Module):
+    """tanh or ReLU, in-place or not (the ``inplace`` toggle's place in every network)."""
+
+    _FNS = {("relu", False): torch.relu, ("relu", True): torch.relu_,
+            ("tanh", False): torch.tanh, ("tanh", True): torch.tanh_}
+
+    def __init__(self, kind: str, inplace: bool) -> None:
+        super().__init__()
+        self.kind = kind
+        self.inplace = inplace
+        self.fn = self._FNS[kind, inplace]  # the one torch op; nets.MLP calls it without this forward
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+    def extra_repr(self) -> str:
+        return f"{self.kind}, inplace={self.inplace}"
+
+
+_NO_AUTOCAST = contextlib.nullcontext()  # reusable: one object for every float32 forward (acting calls it per step)
+
+
+class Runtime:
+    """Behaviour switches set by the toggles, used by the algorithms.
+
+    Defaults are the baseline (every toggle off): eager, float32, pageable blocking copies,
+    one module switched between train and eval mode, out-of-place ops.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.is_cuda = device.type == "cuda"
+        # compile toggle
+        self.compile_mode: str | None = None
+        self.compile_fullgraph = False
+        self.compile_dynamic: bool | None = False
+        self.compile_functions: tuple[str, ...] = ()
+        self.compile_cpp_wrapper = False
+        self.compile_stats: CompileStats | None = None
+        # dtype toggle
+        self.autocast_dtype: torch.dtype | None = None
+        self.use_grad_scaler = False
+        # pin_memory / non_blocking toggles
+        self.pin_memory = False
+        self.non_blocking = False
+        # twin_modules toggle
+        self.twin_modules = False
+        # inplace toggle
+        self.inplace = False
+
+    # -- host <-> device -------------------------------------------------------------------
+    def h2d(self, array: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Copy a host array to the job's device (pinned and/or asynchronous per the toggles)."""
+        # from_numpy: the same zero-copy view as as_tensor, at ~2.5x less call overhead
+        t = torch.from_numpy(array) if isinstance(array, np.ndarray) else torch.as_tensor(array)
+        if dtype is not None and t.dtype != dtype:
+            t = t.to(dtype)
+        if not self.is_cuda:
+            return t
+        if self.pin_memory:
+            t = t.pin_memory()
+        return t.to(self.device, non_blocking=self.non_blocking)
+
+    def d2h(self, tensor: torch.Tensor) -> np.ndarray:
+        """Copy a device tensor to a host numpy array, synchronised before it is read."""
+        if not self.is_cuda:  # detach is an op of its own (~1 us): acting's inference tensors need none
+            return (tensor.detach() if tensor.requires_grad else tensor).numpy()
+        host = tensor.detach().to("cpu", non_blocking=self.non_blocking)
+        if self.non_blocking:
+            # an asynchronous D2H copy is only valid after the stream has finished it
+            torch.cuda.current_stream(self.device).synchronize()
+        return host.numpy()
+
+    # -- compile -----------------------------------------------------------------------------
+    def compiles(self, name: str) -> bool:
+        """Whether :meth:`compile` compiles the function called ``name``."""
+        return self.compile_mode is not None and name in self.compile_functions
+
+    def compile(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        """``torch.compile`` ``fn`` with the job's mode, or ``fn`` itself when eager or not selected.
+
+        ``name`` is "act" or "update" (``compile.functions`` selects among them).
+        """
+        if not self.compiles(name):
+            return fn
+        how: dict[str, Any] = {"mode": self.compile_mode}
+        if self.compile_cpp_wrapper:  # torch.compile takes a mode or options: the mode's options, plus this
+            from torch._inductor import list_mode_options
+
+            how = {"options": {**list_mode_options(self.compile_mode), "cpp_wrapper": True}}
+        compiled = torch.compile(fn, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic, **how)
+        assert self.compile_stats is not None
+        return self.compile_stats.wrap(compiled, name)
+
+    # -- dtype -------------------------------------------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Mixed-precision region for forwards and losses (a no-op in float32)."""
+        if self.autocast_dtype is None:
+            return _NO_AUTOCAST
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
+        """A GradScaler when float16 runs on CUDA, else None."""
+        if self.use_grad_scaler:
+            return torch.amp.GradScaler(self.device.type)
+        return None
+
+    # -- twin modules --------------------------------------------------------------------------
+    def acting_modules(self, *modules: nn.Module) -> ActingModules:
+        """Modules to act with, in eval mode: twins, or the originals switched around each use."""
+        return ActingModules(modules, twin=self.twin_modules)
+
+    # -- inplace ---------------------------------------------------------------------------------
+    def activation(self, kind: str) -> nn.Module:
+        return Activation(kind, inplace=self.inplace)
+
+    @torch.no_grad()
+    def polyak_update(self, target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float) -> None:
+        """target <- target + tau * (source - target), in place or via new tensors."""
+        tgt, src = list(target), list(source)
+        if self.inplace:
+            torch._foreach_lerp_(tgt, src, tau)
+        else:
+            for t, s in zip(tgt, src, strict=True):
+                t.copy_(torch.lerp(t, s, tau))
+
+    def normalize(self, x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+        """(x - mean) / (std + eps), in place on ``x`` or out of place."""
+        mean, std = x.mean(), x.std()
+        if self.inplace:
+            return x.sub_(mean).div_(std + eps)
+        return (x - mean) / (std + eps)
+
+
+class ActingModules:
+    """Eval-mode views of networks for acting; see :meth:`Runtime.acting_modules`."""
+
+    def __init__(self, modules: Iterable[nn.Module], twin: bool) -> None:
+        self.originals = tuple(modules)
+        self.twin = twin
+        self.modules = tuple(make_twin(m) for m in self.originals) if twin else self.originals
+
+    def __enter__(self) -> None:
+        """Around every acting call: switch to eval mode, unless twins make it unnecessary."""
+        if not self.twin:
+            for m in self.originals:
+                m.eval()
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.twin:
+            for m in self.originals:
+                m.train()
