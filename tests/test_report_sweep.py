@@ -85,6 +85,15 @@ def test_report_files_and_ratios(sweep: Path) -> None:
     assert {m["toggle"] for m in data["marginal_effects"]} == {"twin_modules", "inplace"}
 
 
+def test_the_basic_launcher_ran_the_cells_interleaved_seed_major(sweep: Path) -> None:
+    """Every cell's seed 0 ran before any seed 1 (drift spreads over all cells); numbers and folders stay."""
+    records = job_records(sweep)
+    assert [r["seed"] for r in sorted(records, key=lambda r: r["started_at"])] == [0] * 4 + [1] * 4
+    assert sorted(r["job"]["num"] for r in records) == list(range(8))
+    assert all(Path(r["job"]["output_dir"]).name == str(r["job"]["num"]) for r in records)
+    assert {r["job"]["launcher"] for r in records} == {"BasicLauncher"}
+
+
 def test_summary_numbers_are_medians_of_job_results(sweep: Path) -> None:
     rates: dict[tuple[str, str], list[float]] = {}
     for rec in job_records(sweep):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import read_wandb_run, run_train
 
+from rlsweep.launchers import usable_cpus
 from rlsweep.results import read_result
 
 FAST = ["experiment=smoke", "progress=false", "algo.update_epochs=2"]
@@ -92,8 +93,9 @@ def test_sweep_with_submitit_local(tmp_path: Path) -> None:
         r = read_result(sweep / str(i))
         assert r["status"] == "ok"
         assert r["job"]["launcher"] == "LocalLauncher"
-        # side-by-side jobs get one intra-op thread each
+        # side-by-side jobs get one intra-op thread each, and run at most one per CPU at once
         assert r["toggles"]["backend"]["value"]["num_threads"] == 1
+        assert r["job"]["max_parallel"] == usable_cpus()
     assert {read_result(sweep / str(i))["toggles"]["twin_modules"]["value"] for i in (0, 1)} == {False, True}
     assert (sweep / "report" / "report.json").is_file()
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from rlsweep.launchers import usable_cpus
+
 SCHEMA_VERSION = 1
 RESULT_FILE = "result.json"
 
@@ -36,7 +38,8 @@ def fingerprint(device: torch.device | None = None) -> dict[str, Any]:
         gpu = torch.cuda.get_device_name(idx)
     return {
         "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": os.cpu_count(),  # the host's logical CPUs
+        "usable_cpus": usable_cpus(),  # of which this job's process may run on (affinity: taskset, Slurm)
         "num_threads": torch.get_num_threads(),
         "gpu": gpu,
         "torch": torch.__version__,

@@ -1,0 +1,181 @@
+"""rlsweep's local launchers: ``submitit_local`` with at most ``max_parallel`` jobs at once, and
+Hydra's ``basic``; both start a sweep's jobs seed-major (see :mod:`rlsweep.launchers`).
+
+The plugin's own ``LocalLauncher`` starts every job of a sweep at once as a process of its own;
+submitit's local executor has no limit (``array_parallelism`` exists for Slurm only). This
+subclass submits the same jobs through the same executor -- same job folders, result pickles and
+``JobReturn`` list in job order, a job that died re-raised when its result is read -- but starts
+the next job only when one of the running ones has ended.
+
+Its config node replaces the plugin's ``submitit_local``, so ``hydra/launcher=submitit_local`` gets
+the limit. Hydra scans this module at every start: heavy imports stay inside ``launch``. (No
+``from __future__ import annotations``: Hydra's scanner runs the module before it is in
+``sys.modules``, where ``dataclass`` would look its string annotations up.)
+"""
+
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra._internal.core_plugins import basic_launcher
+from hydra.core.config_store import ConfigStore
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf
+from omegaconf import OmegaConf, open_dict
+
+log = logging.getLogger(__name__)
+
+#: seconds between two looks at the running jobs (a job lasts seconds at the very least)
+POLL_S = 0.2
+
+
+@dataclass
+class RLSweepLocalQueueConf(LocalQueueConf):
+    """The plugin's ``submitit_local`` fields, plus the limit on jobs running at once."""
+
+    _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.LocalLauncher"
+    # jobs: at most this many run at once; null = this machine's CPUs // each job's intra-op
+    # threads (backend.num_threads, 1 per job by default under this launcher)
+    max_parallel: Optional[int] = None  # noqa: UP045 - OmegaConf 2.3 reads no `int | None`
+
+
+# Replaces the plugin's own ``submitit_local`` node, so the plain name gets the limit. The plugin
+# registered its node when ``LocalQueueConf`` was imported above, and Hydra's scan re-runs this
+# module after the plugin's (site-packages/hydra_plugins lists hydra_submitit_launcher first). A
+# YAML file of that name in conf/ would not do: Hydra validates it against the plugin's node, which
+# lacks max_parallel, and warns that this matching is deprecated.
+ConfigStore.instance().store(
+    group="hydra/launcher", name="submitit_local", node=RLSweepLocalQueueConf, provider="rlsweep"
+)
+
+
+class LocalLauncher(submitit_launcher.LocalLauncher):
+    """submitit's local executor with a bounded number of jobs running at once (see the module doc).
+
+    Named like the plugin's class: the record's ``job.launcher`` and the sweep's wait for local
+    job processes go by this name.
+    """
+
+    def __init__(self, max_parallel: int | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.max_parallel = max_parallel
+
+    def _limit(self, job_overrides: list[list[str]]) -> tuple[int, str]:
+        """How many jobs may run at once, and why."""
+        from rlsweep.launchers import THREADS_KEY, default_max_parallel, job_threads, usable_cpus
+
+        if self.max_parallel is not None:
+            if self.max_parallel < 1:
+                raise ValueError(f"hydra.launcher.max_parallel must be >= 1 (or null), got {self.max_parallel}")
+            return self.max_parallel, "hydra.launcher.max_parallel"
+        assert self.config is not None
+        cpus = usable_cpus()
+        # the environment a job gets from submitit's local executor
+        job_env = {**os.environ, "SUBMITIT_EXECUTOR": "local"}
+        base = OmegaConf.select(self.config, THREADS_KEY, default=None)
+        threads = max(job_threads(o, base, job_env) for o in job_overrides)
+        return default_max_parallel(cpus, threads), f"{cpus} CPUs // {threads} thread(s) per job"
+
+    def _executor(self) -> Any:
+        """The executor the plugin's ``launch`` builds, from the same parameters."""
+        import submitit
+
+        params = dict(self.params)
+        init = {"folder": params.pop("submitit_folder")}
+        if "max_num_timeout" in params:
+            init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
+        base = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()})
+        return executor
+
+    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
+        from rlsweep.launchers import seed_major_order
+
+        assert self.config is not None
+        jobs_overrides = [list(o) for o in job_overrides]
+        num_jobs = len(jobs_overrides)
+        assert num_jobs > 0
+        limit, why = self._limit(jobs_overrides)
+        executor = self._executor()
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}")
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep:
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        log.info(f"{num_jobs} jobs, at most {limit} at once ({why}), seed-major order")
+
+        singletons = Singleton.get_state()
+        pending = deque(seed_major_order(jobs_overrides))
+        jobs: dict[int, Any] = {}
+        running: list[int] = []
+        try:
+            while pending:
+                running = [i for i in running if not jobs[i].done()]
+                while pending and len(running) < limit:
+                    i = pending.popleft()
+                    idx = initial_job_idx + i
+                    log.info(f"\t#{idx} : {' '.join(filter_overrides(jobs_overrides[i]))}")
+                    # the job's hydra config records the limit it ran under (job.max_parallel)
+                    overrides = [*jobs_overrides[i], f"hydra.launcher.max_parallel={limit}"]
+                    jobs[i] = executor.submit(self, overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons)
+                    running.append(i)
+                if pending:
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            if pending:
+                log.warning(f"interrupted: {len(pending)} job(s) not started: "
+                            f"{sorted(initial_job_idx + i for i in pending)}")
+            raise
+        # in job order, as the plugin returns them; a job that died raises here
+        return [jobs[i].results()[0] for i in range(num_jobs)]
+
+
+@dataclass
+class RLSweepBasicLauncherConf(basic_launcher.BasicLauncherConf):
+    """Hydra's basic launcher (no fields), running the jobs seed-major."""
+
+    _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.BasicLauncher"
+
+
+# Replaces Hydra's own ``basic`` node (Hydra's default launcher); Hydra scans its core plugins,
+# which register that node, before the hydra_plugins package.
+ConfigStore.instance().store(group="hydra/launcher", name="basic", node=RLSweepBasicLauncherConf, provider="rlsweep")
+
+
+class BasicLauncher(basic_launcher.BasicLauncher):
+    """Hydra's basic launcher -- jobs one after another in this process -- in seed-major order.
+
+    Each job keeps its number, id and folder; only the order they run in changes. The returns
+    come back in job order, as Hydra's sweeper expects them.
+    """
+
+    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
+        from rlsweep.launchers import seed_major_order
+
+        setup_globals()
+        assert self.hydra_context is not None
+        assert self.config is not None
+        assert self.task_function is not None
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
+        runs: dict[int, JobReturn] = {}
+        for i in seed_major_order(job_overrides):
+            idx = initial_job_idx + i
+            overrides = list(job_overrides[i])
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+            with open_dict(sweep_config):
+                sweep_config.hydra.job.id = idx
+                sweep_config.hydra.job.num = idx
+            runs[i] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
+                              config=sweep_config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return [runs[i] for i in range(len(job_overrides))]
