@@ -7,11 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-
-from rlsweep.config import TrainConfig, register_configs, to_object
+from rlsweep.config import TrainConfig
+from rlsweep.testing import QUIET, compose, parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -24,30 +21,26 @@ TINY = {
             "algo.hidden_sizes=[16,16]", "algo.target_update_interval=8", "total_env_steps=256"],
     "sac": ["algo.learning_starts=32", "algo.steps_per_iteration=32", "algo.batch_size=16",
             "algo.hidden_sizes=[16,16]", "total_env_steps=160"],
+    "td3": ["algo.learning_starts=32", "algo.steps_per_iteration=32", "algo.batch_size=16",
+            "algo.hidden_sizes=[16,16]", "total_env_steps=160"],
 }
-COMMON = ["warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1"]
+COMMON = list(QUIET)
 
 
-def compose_cfg(overrides: list[str] | None = None) -> TrainConfig:
+#: algorithms that are plugins from another config directory (the examples)
+PLUGIN_CONF = {"td3": ROOT / "examples" / "td3" / "conf"}
+
+
+def compose_cfg(overrides: list[str] | None = None, config_dir: Path | None = None) -> TrainConfig:
     """Compose conf/config.yaml with ``overrides`` exactly as ``python -m sweeps.train`` would."""
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides or [])
-    return to_object(cfg)
+    return compose(overrides or [], config_dir)
 
 
 def tiny_cfg(algo: str, *overrides: str) -> TrainConfig:
-    return compose_cfg([f"algo={algo}", *TINY[algo], *COMMON, *overrides])
+    return compose_cfg([f"algo={algo}", *TINY[algo], *COMMON, *overrides], PLUGIN_CONF.get(algo))
 
 
-def params_of(algo) -> dict[str, torch.Tensor]:
-    """Every parameter and buffer of an algorithm's networks, by qualified name."""
-    out = {}
-    for name, module in algo.modules().items():
-        for k, v in module.state_dict().items():
-            out[f"{name}.{k}"] = v.detach().clone().float()
-    return out
+params_of = parameters
 
 
 def run_train(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -61,7 +54,7 @@ def run_train(args: list[str], cwd: Path | None = None, env: dict[str, str] | No
 def read_wandb_run(run_dir: str | Path) -> dict:
     """Read an offline W&B run back from disk with wandb's own reader (no network).
 
-    Returns config, summary, tags, group, job_type, name, exit_code and the history rows.
+    Returns config, summary, tags, project, entity, group, job_type, name, exit_code and the history rows.
     """
     import json
 
@@ -73,6 +66,7 @@ def read_wandb_run(run_dir: str | Path) -> dict:
 
     head = json.loads(inspect("--summary"))
     out = {"config": head["config"], "summary": head["summary"], "tags": head.get("tags") or [],
+           "project": head.get("project"), "entity": head.get("entity"),
            "exit_code": head.get("exit_code"), "state": head.get("state"), "history": []}
     for line in inspect().splitlines():
         rec = json.loads(line)

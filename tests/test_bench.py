@@ -20,6 +20,7 @@ REQUIRED = ("rlsweep_env_steps_per_s", "peer", "peer_env_steps_per_s", "ratio", 
             "rlsweep_final_return", "peer_final_return")
 
 
+@pytest.mark.bench
 @pytest.mark.skipif(not HAS_SB3, reason='stable-baselines3 not installed (pip install -e ".[bench]")')
 def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
     out = tmp_path / "bench.json"
@@ -58,6 +59,7 @@ def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
     assert md.count("| ppo_CartPole-v1 |") == len(c["peers"])  # one row per peer
 
 
+@pytest.mark.bench
 @pytest.mark.skipif(not HAS_TORCHRL, reason='torchrl not installed (pip install -e ".[bench]")')
 @pytest.mark.parametrize(("algo", "total_env_steps", "overrides"), [
     ("dqn", 512, {"learning_starts": 256, "gradient_steps": 8}),

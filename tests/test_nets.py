@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from rlsweep.nets import MLP, mlp
-from rlsweep.toggles.base import Runtime
+from rlsweep.runtime import Runtime
 
 
 def _net(activation: str, inplace: bool) -> MLP:

@@ -495,6 +495,82 @@ def test_write_report_files_plots_and_atomicity(
     assert "## Which toggle pays" in md and "twin_modules: false -> true" in md
 
 
+BREAK = {
+    "reason": "Call to `torch._dynamo.graph_break()` Explanation: User-inserted graph break.",
+    "file": "/home/me/algo.py",
+    "line": 42,
+    "function": "loss_fn",
+    "stack": ["/home/me/algo.py:30 in step", "/home/me/algo.py:42 in loss_fn"],
+}
+PRINT_BREAK = {
+    "reason": "Failed to trace builtin operator Explanation: builtin operator `print` with "
+    "argument types [<class 'ConstantVariable'>]",
+    "file": "/home/me/algo.py",
+    "line": 50,
+    "function": "step",
+}
+RECOMPILE = {"reason": "tensor 'obs' size mismatch at index 0. expected 64, actual 32", "frame": "step (/home/me/algo.py:28)"}
+
+
+def test_compile_reasons_listed_per_cell(tmp_path: Path) -> None:
+    """Graph-break and recompile reasons of compile.per_function, merged per cell with counts."""
+    sweep = tmp_path / "sweep"
+    for seed, breaks in enumerate(([{**BREAK, "count": 2}], [{**BREAK, "count": 1}, {**PRINT_BREAK, "count": 1}])):
+        rec = make_record(compile="default", seed=seed)
+        rec["compile"]["per_function"] = {
+            "update": {
+                "compile_s": 3.0, "compilations": 3, "recompiles": 1, "graph_breaks": 3,
+                "graph_break_reasons": breaks,
+                "recompile_reasons": [{**RECOMPILE, "count": 1}],
+                "reasons_dropped": 2 if seed else 0,
+            },
+            "act": {"compile_s": 0.5, "compilations": 1, "recompiles": 0, "graph_breaks": 0,
+                    "graph_break_reasons": [], "recompile_reasons": [], "reasons_dropped": 0},
+        }
+        write_job(sweep, seed, rec)
+    for seed in range(2):  # eager cell: nothing compiled
+        write_job(sweep, 2 + seed, make_record(compile="none", seed=seed))
+    report = rp.build_report(rp.load_sweep(sweep))
+    assert cell(report, compile="none").compile_reasons == {}
+    reasons = cell(report, compile="default").compile_reasons
+    assert set(reasons) == {"update"}  # functions without any reason are left out
+    update = reasons["update"]
+    assert update["graph_breaks"] == [
+        {**BREAK, "count": 3, "jobs": 2},
+        {**PRINT_BREAK, "count": 1, "jobs": 1},
+    ]
+    assert update["recompiles"] == [{**RECOMPILE, "count": 2, "jobs": 2}]
+    assert update["reasons_dropped"] == 2
+
+    out = tmp_path / "out"
+    rp.write_report(report, out, plots=False, log_wandb=False)
+    data = json.loads((out / "report.json").read_text())
+    by_label = {c["label"]: c for c in data["cells"]}
+    assert by_label["compile=default"]["compile_reasons"]["update"]["recompiles"][0]["count"] == 2
+    assert by_label["compile=none"]["compile_reasons"] == {}
+    md = (out / "summary.md").read_text()
+    section = md.split("## Graph breaks and recompiles", 1)[1].split("\n## ", 1)[0]
+    assert "### compile=default" in section and "### compile=none" not in section
+    lines = section.splitlines()
+    assert (
+        "- `update`: graph break ×3 (2 jobs) at `/home/me/algo.py:42` in `loss_fn`: "
+        "Call to `torch._dynamo.graph_break()` Explanation: User-inserted graph break."
+    ) in lines
+    assert "  - call chain: `/home/me/algo.py:30 in step` → `/home/me/algo.py:42 in loss_fn`" in lines
+    assert any(line.startswith("- `update`: graph break ×1 (1 job) at `/home/me/algo.py:50` in `step`: ")
+               and "[\\<class 'ConstantVariable'>]" in line for line in lines)
+    assert (
+        "- `update`: recompile ×2 (2 jobs) of `step (/home/me/algo.py:28)`, guard failed: "
+        "tensor 'obs' size mismatch at index 0. expected 64, actual 32"
+    ) in lines
+    assert "- `update`: 2 more occurrence(s) of reasons not kept" in lines
+
+    # a sweep without any reasons says so
+    plain = rp.build_report(rp.load_sweep(make_sweep(tmp_path / "plain", TWO_BY_TWO)))
+    md = render_markdown(plain)
+    assert md.split("## Graph breaks and recompiles", 1)[1].split("\n## ", 1)[0].strip() == "None recorded."
+
+
 def test_all_failed_writes_text_but_no_plots(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     for seed in range(2):

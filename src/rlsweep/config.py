@@ -1,33 +1,37 @@
 """Structured-config schemas: the only place where defaults live.
 
 Every YAML file under ``conf/`` extends one of these dataclasses, so a typo in a key or a value of
-the wrong type fails when Hydra composes the config, before any job starts. Choices that are
-fixed lists (compile modes, dtypes, logger modes, ...) are checked in :func:`validate`, which the
-Hydra callback runs for every job of a sweep before the first one is launched.
+the wrong type fails when Hydra composes the config, before any job starts. Each toggle adds its
+own field to :class:`TrainConfig` from its module (:mod:`rlsweep.toggles`), where its schema,
+values and checks live. The algorithm's hyper-parameters are the dataclass its class names
+(``Algorithm.config_class``): the ``algo`` node of the config names the class with ``_target_``
+(Hydra's convention), and :func:`to_object` types the node with that class's schema.
+:func:`rlsweep.validate.validate` checks what types cannot, for every job of a sweep before the
+first one is launched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-COMPILED_FUNCTIONS = ("act", "update")  # what every algorithm hands to torch.compile
-DTYPES = ("float32", "bfloat16", "float16")
+from rlsweep.toggles import TOGGLES
+
 LOGGER_MODES = ("offline", "online", "disabled")
-MATMUL_PRECISIONS = ("highest", "high", "medium")
 ACTIVATIONS = ("tanh", "relu")
 MAX_TOTAL_ENV_STEPS = 10_000_000_000
 
 
 @dataclass
 class AlgoConfig:
-    """Hyper-parameters every algorithm has."""
+    """Hyper-parameters every algorithm has; an algorithm's own schema subclasses this one."""
 
-    name: str = MISSING  # ppo | dqn | sac
+    _target_: str = MISSING  # the Algorithm class, as "package.module.Class"
+    name: Optional[str] = None  # short name in run names, tags and the report; None: the class's ``name``
     lr: float = 3e-4  # optimizer learning rate
     gamma: float = 0.99  # discount factor
     num_envs: int = 1  # environments stepped together (gymnasium vector env)
@@ -39,7 +43,8 @@ class AlgoConfig:
 class PPOConfig(AlgoConfig):
     """Proximal Policy Optimization (clipped surrogate, GAE)."""
 
-    name: str = "ppo"
+    _target_: str = "rlsweep.algos.ppo.PPO"
+    name: Optional[str] = "ppo"
     lr: float = 1e-3
     gamma: float = 0.98
     num_envs: int = 8
@@ -66,7 +71,8 @@ class DQNConfig(AlgoConfig):
     500/128/27 with the plain rl-zoo settings).
     """
 
-    name: str = "dqn"
+    _target_: str = "rlsweep.algos.dqn.DQN"
+    name: Optional[str] = "dqn"
     lr: float = 2.3e-3
     num_envs: int = 1
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
@@ -90,7 +96,8 @@ class DQNConfig(AlgoConfig):
 class SACConfig(AlgoConfig):
     """Soft Actor-Critic with twin Q networks and automatic entropy tuning."""
 
-    name: str = "sac"
+    _target_: str = "rlsweep.algos.sac.SAC"
+    name: Optional[str] = "sac"
     lr: float = 1e-3
     num_envs: int = 1
     hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])  # SB3 uses 256x256
@@ -115,71 +122,33 @@ class EnvConfig:
 
 
 @dataclass
-class CompileConfig:
-    """torch.compile settings (mode "none" = eager)."""
-
-    mode: str = "none"
-    fullgraph: bool = False  # fail on graph breaks instead of splitting
-    dynamic: Optional[bool] = False  # False: specialise shapes (sizes are fixed in RL loops)
-    # which of the algorithm's functions to compile: the acting forward ("act", once per env step)
-    # and/or the gradient step ("update"); on a CPU a compiled call can cost more than a tiny
-    # eager forward, so compiling only the update is often fastest there
-    functions: list[str] = field(default_factory=lambda: list(COMPILED_FUNCTIONS))
-    # inductor's C++ wrapper: the compiled graph calls its kernels from C++ instead of one Python
-    # call per kernel (a real share of a small network's step); compiling takes longer
-    cpp_wrapper: bool = False
-    # UNSAFE, opt-in: once the warm-up iterations have compiled everything, dynamo stops checking
-    # its guards on each call (torch.compiler.set_stance(skip_guard_eval_unsafe=True)). Right only
-    # when nothing a guard checks changes after warm-up: shapes, dtypes, modules (true of
-    # rlsweep's algorithms); a change would then run the old graph instead of recompiling
-    skip_guards_after_warmup: bool = False
-
-
-@dataclass
-class DtypeConfig:
-    """Autocast compute dtype; float32 means no autocast."""
-
-    name: str = "float32"
-
-
-@dataclass
-class BackendConfig:
-    """Global PyTorch backend switches (set for the job, restored afterwards)."""
-
-    matmul_precision: str = "highest"  # highest | high (TF32) | medium
-    cudnn_benchmark: bool = False  # cuDNN autotuner
-    num_threads: Optional[int] = None  # intra-op threads; None: the CPUs this job was given
-
-
-@dataclass
 class LoggerConfig:
-    """Weights & Biases settings."""
+    """Weights & Biases settings. A None below: W&B's environment variable, else rlsweep's default
+    (resolved in one place: :func:`rlsweep.tracking.resolved_logger`)."""
 
-    mode: str = "offline"  # offline | online | disabled
-    project: str = "rlsweep"
-    entity: Optional[str] = None
+    mode: Optional[str] = None  # offline | online | disabled; None: WANDB_MODE, else offline
+    project: Optional[str] = None  # None: WANDB_PROJECT, else rlsweep
+    entity: Optional[str] = None  # None: WANDB_ENTITY, else the account's default entity
+    dir: Optional[str] = None  # runs go to <dir>/wandb/; None: WANDB_DIR, else the job's folder
     group: Optional[str] = None  # None: derived from the sweep directory
     tags: list[str] = field(default_factory=list)
 
 
-@dataclass
-class TrainConfig:
-    """One training job. Top-level keys are the toggles users sweep over."""
+class ConfigError(ValueError):
+    """A config that cannot run; the message is meant for the user, as is."""
 
-    algo: AlgoConfig = MISSING
+
+@dataclass
+class JobConfig:
+    """One training job, without the toggles: what trains where, for how long, logged how."""
+
+    algo: Any = MISSING  # the algorithm's hyper-parameters, algo._target_ names its class (see to_object)
     env: EnvConfig = field(default_factory=EnvConfig)
-    compile: CompileConfig = field(default_factory=CompileConfig)
-    dtype: DtypeConfig = field(default_factory=DtypeConfig)
-    backend: BackendConfig = field(default_factory=BackendConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
 
     seed: int = 0
     total_env_steps: int = 100_000  # environment steps (over all envs) the job trains for
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    pin_memory: bool = False  # host->device copies go through pinned memory
-    non_blocking: bool = False  # host->device copies are asynchronous
-    twin_modules: bool = False  # eval-mode twin sharing Parameters instead of .train()/.eval()
-    inplace: bool = False  # in-place activations, target updates and normalisation
     warmup_iters: int = 2  # iterations excluded from steady-state timings
     eval_episodes: int = 10  # deterministic episodes for learning.final_return
     progress: bool = True  # progress bar on stderr
@@ -191,29 +160,65 @@ class TrainConfig:
     resume: bool = False
 
 
+#: One training job: :class:`JobConfig` plus one field per toggle, declared by the toggle itself
+#: (``compile: CompileConfig``, ``dtype: DtypeConfig``, ``backend: BackendConfig``,
+#: ``pin_memory: bool``, ``non_blocking: bool``, ``twin_modules: bool``, ``inplace: bool``).
+TrainConfig = dataclasses.make_dataclass("TrainConfig", [t.config_field() for t in TOGGLES], bases=(JobConfig,))
+TrainConfig.__module__ = __name__
+TrainConfig.__doc__ = "One training job: JobConfig's fields plus one field per toggle (rlsweep.toggles.TOGGLES)."
+_BUILTIN_ALGO_SCHEMAS = (PPOConfig, DQNConfig, SACConfig)
+
+
 def register_configs() -> None:
     """Register the schemas with Hydra's ConfigStore (idempotent)."""
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
-    cs.store(group="schema/algo", name="ppo", node=PPOConfig)
-    cs.store(group="schema/algo", name="dqn", node=DQNConfig)
-    cs.store(group="schema/algo", name="sac", node=SACConfig)
+    for schema in _BUILTIN_ALGO_SCHEMAS:
+        cs.store(group="schema/algo", name=str(schema.name), node=schema)
     cs.store(group="schema/env", name="env", node=EnvConfig)
-    cs.store(group="schema/compile", name="compile", node=CompileConfig)
-    cs.store(group="schema/dtype", name="dtype", node=DtypeConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
-
-
-ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig}
+    for toggle in TOGGLES:  # a toggle with a config group: conf/<field>/*.yaml extend its schema
+        if dataclasses.is_dataclass(toggle.schema):
+            cs.store(group=f"schema/{toggle.field}", name=toggle.field, node=toggle.schema)
 
 
 def to_object(cfg: Any) -> TrainConfig:
     """Turn a composed DictConfig into typed dataclasses (read once, before the hot loop).
 
-    The ``hydra`` node, present in callbacks, is ignored.
+    The ``algo`` node is typed with the schema of the class its ``_target_`` names. The ``hydra``
+    node, present in callbacks, is ignored.
+
+    Raises:
+        ConfigError: ``algo._target_`` is not an importable :class:`~rlsweep.algos.base.Algorithm`,
+            or the node has a hyper-parameter that class does not take, or a value of the wrong type.
     """
     from omegaconf import OmegaConf
 
     body = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), body)
+    merged.algo = typed_algo(merged.algo)
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
+
+
+def typed_algo(node: Any) -> Any:
+    """The ``algo`` node merged into its class's schema (``Algorithm.config_class``)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+    from rlsweep.algos import algorithm_class
+
+    target = OmegaConf.select(node, "_target_", default=None) if OmegaConf.is_config(node) else None
+    cls = algorithm_class(target)
+    schema = cls.config_class
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(schema), node)
+    except ConfigKeyError as exc:
+        accepted = ", ".join(f.name for f in dataclasses.fields(schema) if f.name != "_target_")
+        raise ConfigError(f"algo.{exc.key} is not a hyper-parameter of {target} ({schema.__name__}); it takes: "
+                          f"{accepted}") from None
+    except OmegaConfBaseException as exc:
+        message = str(exc).splitlines()[0]
+        raise ConfigError(f"algo.{exc.key}: {message} ({schema.__name__} of {target})") from None
+    if typed.name is None:
+        typed.name = str(getattr(cls, "name", None) or cls.__name__.lower())
+    return typed

@@ -24,13 +24,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlsweep import toggles
 from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import TrainConfig, to_object
 from rlsweep.results import RESULT_FILE, fingerprint, write_result
 from rlsweep.runner import resolve_device, train
 from rlsweep.signals import Interrupted
-from rlsweep.toggles import TOGGLES
-from rlsweep.tracking import Tracker, flatten, run_group, scrub, secret_values, stable_run_id
+from rlsweep.tracking import Tracker, flatten, resolved_logger, run_group, scrub, secret_values, stable_run_id
 from rlsweep.validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,8 @@ def finished_record(out_dir: Path, config: dict[str, Any], resume: bool) -> dict
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """UTC, ISO 8601, to the millisecond: the report orders jobs and finds overlapping ones by these."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def job_info() -> dict[str, Any]:
@@ -139,24 +140,18 @@ def job_info() -> dict[str, Any]:
         "slurm_job_id": os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID"),
         "slurm_array_index": os.environ.get("SLURM_ARRAY_TASK_ID"),
         "launcher": str(OmegaConf.select(hc.launcher, "_target_", default="")).rsplit(".", 1)[-1] or "basic",
+        # local launcher: at most this many jobs of the sweep ran at once (None: no such limit here)
+        "max_parallel": OmegaConf.select(hc.launcher, "max_parallel", default=None),
     }
 
 
 def run_name(cfg: TrainConfig) -> str:
     """A short name from the algorithm, env, the toggles that are on, and the seed."""
-    parts = [cfg.algo.name, cfg.env.id]
-    if cfg.compile.mode != "none":
-        parts.append(f"compile={cfg.compile.mode}")
-    if cfg.dtype.name != "float32":
-        parts.append(cfg.dtype.name)
-    parts += [name for name in ("pin_memory", "non_blocking", "twin_modules", "inplace") if getattr(cfg, name)]
-    parts.append(f"s{cfg.seed}")
-    return "-".join(parts)
+    return "-".join([cfg.algo.name, cfg.env.id, *toggles.run_name_fragments(cfg), f"s{cfg.seed}"])
 
 
 def toggle_tags(cfg: TrainConfig) -> list[str]:
-    values = {t.name: t().value(cfg) for t in TOGGLES if t.name != "backend"}
-    return [cfg.algo.name, cfg.env.id, *(f"{k}:{v}" for k, v in values.items()), *cfg.logger.tags]
+    return [cfg.algo.name, cfg.env.id, *toggles.tags(cfg), *cfg.logger.tags]
 
 
 def train_job(cfg: DictConfig) -> dict[str, Any]:
@@ -187,6 +182,13 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         "config": resolved,
         "started_at": _now(),
     }
+    wandb_settings = resolved_logger(tcfg.logger)  # the config, else W&B's environment variables
+    # where W&B logs, in the running record too (the report reads it from any record)
+    record["logging"] = {"wandb_mode": wandb_settings.mode, "wandb_project": wandb_settings.project,
+                         "wandb_entity": wandb_settings.entity, "wandb_dir": wandb_settings.dir,
+                         "wandb_run_dir": None,
+                         "wandb_run_id": stable_run_id(out_dir) if wandb_settings.mode != "disabled" else None,
+                         "errors": []}
     # what remains if this process is killed outright; replaced by the final record below
     write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
     columns = {k: v for k, v in flatten(resolved).items() if k not in INVOCATION_KEYS}
@@ -202,7 +204,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
             group=group,
             job_type=tcfg.algo.name,
             tags=toggle_tags(tcfg),
-            config={**columns, **{f"toggle.{t.name}": t().value(tcfg) for t in TOGGLES},
+            config={**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
                     **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")}},
             run_id=stable_run_id(out_dir),
         )
@@ -234,9 +236,8 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         if tracker is not None:
             tracker.summary(_summary_metrics(record))
             tracker.finish(failed)
-        record["logging"] = {"wandb_mode": tcfg.logger.mode, "wandb_run_dir": tracker and tracker.run_dir,
-                             "wandb_run_id": stable_run_id(out_dir) if tcfg.logger.mode != "disabled" else None,
-                             "errors": tracker.errors if tracker is not None else []}
+        record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
+                                 errors=tracker.errors if tracker is not None else [])
         write_result(out_dir, scrub(record, secrets))
 
 

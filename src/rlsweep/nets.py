@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlsweep.toggles.base import Activation, Runtime
+from rlsweep.runtime import Activation, Runtime
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from rlsweep import checkpoint
-from rlsweep.algos import ALGORITHMS
+from rlsweep.algos import algorithm_class
 from rlsweep.algos.base import Algorithm
 from rlsweep.compile_stats import CompileStats
 from rlsweep.config import TrainConfig
@@ -109,7 +109,7 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
         envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
         try:
             timer = PhaseTimer(device)
-            algo = ALGORITHMS[cfg.algo.name](cfg, envs, rt, timer)
+            algo = algorithm_class(cfg.algo._target_)(cfg, envs, rt, timer)
             state = LoopState()
             payload = checkpoint.load(checkpoint_path, cfg) if checkpoint_path else None
             if payload is not None:

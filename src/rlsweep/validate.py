@@ -14,24 +14,14 @@ import math
 import re
 from typing import Any
 
-from rlsweep.config import (
-    ACTIVATIONS,
-    COMPILE_MODES,
-    COMPILED_FUNCTIONS,
-    DTYPES,
-    LOGGER_MODES,
-    MATMUL_PRECISIONS,
-    MAX_TOTAL_ENV_STEPS,
-    TrainConfig,
-)
+from rlsweep.config import ACTIVATIONS, LOGGER_MODES, MAX_TOTAL_ENV_STEPS, ConfigError, TrainConfig
+from rlsweep.toggles import TOGGLES
+
+__all__ = ["ConfigError", "validate"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 #: evaluation runs all its episodes side by side, one env each
 MAX_EVAL_EPISODES = 1000
-
-
-class ConfigError(ValueError):
-    """A config that cannot run; the message is meant for the user, as is."""
 
 
 def _choice(errors: list[str], key: str, value: Any, choices: tuple[str, ...]) -> None:
@@ -96,16 +86,15 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
         check_device: check that the device exists here (off when the job runs elsewhere,
             e.g. a Slurm GPU node launched from a CPU login node).
     """
-    from rlsweep.algos import ALGORITHMS
-    from rlsweep.tracking import has_wandb_credentials
+    from rlsweep.algos import algorithm_class
+    from rlsweep.tracking import resolved_logger, wandb_credentials_problem
 
     errors: list[str] = []
     a = cfg.algo
-    _choice(errors, "algo", a.name, tuple(ALGORITHMS))
-    _choice(errors, "compile.mode", cfg.compile.mode, COMPILE_MODES)
-    _choice(errors, "dtype.name", cfg.dtype.name, DTYPES)
-    _choice(errors, "logger.mode", cfg.logger.mode, LOGGER_MODES)
-    _choice(errors, "backend.matmul_precision", cfg.backend.matmul_precision, MATMUL_PRECISIONS)
+    for toggle in TOGGLES:
+        errors += toggle().validate(cfg)
+    if cfg.logger.mode is not None:  # None: WANDB_MODE, checked below
+        _choice(errors, "logger.mode", cfg.logger.mode, LOGGER_MODES)
     _choice(errors, "algo.activation", a.activation, ACTIVATIONS)
     _choice(errors, "env.vectorization", cfg.env.vectorization, ("sync", "async"))
 
@@ -133,30 +122,11 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
             errors.append(f"algo.{key} must be >= 0, got {getattr(a, key)}")
     if cfg.env.max_episode_steps is not None:
         _positive(errors, "env.max_episode_steps", cfg.env.max_episode_steps)
+    _in_range(errors, "seed", cfg.seed, 0, 2**32 - 1)  # what np.random.seed takes
     if cfg.warmup_iters < 0:
         errors.append(f"warmup_iters must be >= 0, got {cfg.warmup_iters}")
     if not 0 <= cfg.eval_episodes <= MAX_EVAL_EPISODES:  # evaluation steps one env per episode at once
         errors.append(f"eval_episodes must be in [0, {MAX_EVAL_EPISODES}], got {cfg.eval_episodes}")
-    if cfg.backend.num_threads is not None and cfg.backend.num_threads <= 0:
-        errors.append(f"backend.num_threads must be > 0 (or null for the job's CPUs), got {cfg.backend.num_threads}")
-    if cfg.compile.fullgraph and cfg.compile.mode == "none":
-        errors.append("compile.fullgraph=true conflicts with compile=none: fullgraph only means something when compiling")
-    if cfg.compile.cpp_wrapper and cfg.compile.mode == "none":
-        errors.append("compile.cpp_wrapper=true conflicts with compile=none: the C++ wrapper is part of a compiled "
-                      "graph (choose a compile mode, e.g. compile=default)")
-    if cfg.compile.skip_guards_after_warmup and cfg.compile.mode == "none":
-        errors.append("compile.skip_guards_after_warmup=true conflicts with compile=none: there are no compiled "
-                      "guards to skip (choose a compile mode, e.g. compile=default)")
-    if cfg.compile.dynamic and cfg.compile.mode == "none":
-        errors.append("compile.dynamic=true conflicts with compile=none: dynamic shapes only mean something when "
-                      "compiling")
-    unknown = [f for f in cfg.compile.functions if f not in COMPILED_FUNCTIONS]
-    if unknown or not cfg.compile.functions or len(set(cfg.compile.functions)) != len(cfg.compile.functions):
-        errors.append(f"compile.functions must be a non-empty list of distinct names from {list(COMPILED_FUNCTIONS)}, "
-                      f"got {list(cfg.compile.functions)}")
-    if cfg.deterministic and cfg.backend.cudnn_benchmark:
-        errors.append("deterministic=true conflicts with backend.cudnn_benchmark=true: the cuDNN autotuner picks "
-                      "algorithms by timing, which is not deterministic; drop one of them")
 
     if not _DEVICE_RE.match(cfg.device):
         errors.append(f"device={cfg.device!r} is not valid; use auto, cpu, cuda or cuda:N")
@@ -169,16 +139,23 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
         elif ":" in cfg.device and int(cfg.device.split(":")[1]) >= torch.cuda.device_count():
             errors.append(f"device={cfg.device} but only {torch.cuda.device_count()} CUDA device(s) exist")
 
-    if cfg.logger.mode == "online" and not has_wandb_credentials():
-        errors.append("logger.mode=online but no W&B credentials were found: run `wandb login` or set "
-                      "WANDB_API_KEY, or use logger.mode=offline (sync later with `wandb sync`)")
+    try:
+        wandb_settings = resolved_logger(cfg.logger)  # the config, else W&B's environment variables
+    except ValueError as exc:
+        errors.append(str(exc))
+    else:
+        if wandb_settings.mode == "online" and (problem := wandb_credentials_problem()):
+            source = " (from WANDB_MODE)" if wandb_settings.mode_source == "WANDB_MODE" else ""
+            errors.append(f"logger.mode=online{source} but {problem}: run `wandb login` or set WANDB_API_KEY, "
+                          "or use logger.mode=offline (sync later with `wandb sync`)")
 
-    if a.name in ALGORITHMS:
-        space = _env_action_space(cfg.env.id, errors)
-        algo_cls = ALGORITHMS[a.name]
-        if space is not None and not isinstance(space, algo_cls.action_spaces):
-            kinds = " or ".join(s.__name__ for s in algo_cls.action_spaces)
-            errors.append(f"algo={a.name} needs a {kinds} action space, but {cfg.env.id} has {space}; "
-                          f"pick another env (e.g. {'env=cartpole' if a.name == 'dqn' else 'env=pendulum'}) "
-                          "or another algo")
+    algo_cls = algorithm_class(a._target_)
+    space = _env_action_space(cfg.env.id, errors)
+    if space is not None and not isinstance(space, algo_cls.action_spaces):
+        import gymnasium as gym
+
+        kinds = " or ".join(s.__name__ for s in algo_cls.action_spaces)
+        example = "env=cartpole" if issubclass(gym.spaces.Discrete, algo_cls.action_spaces) else "env=pendulum"
+        errors.append(f"algo={a.name} needs a {kinds} action space, but {cfg.env.id} has {space}; "
+                      f"pick another env (e.g. {example}) or another algo")
     return errors

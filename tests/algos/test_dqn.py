@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 import torch
-from helpers import tiny_cfg
+from helpers import TINY, tiny_cfg
 
 from rlsweep.algos.dqn import DQN
 from rlsweep.buffers import ReplayBuffer
@@ -10,11 +10,12 @@ from rlsweep.runner import seed_everything
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import applied_toggles
 
-from .contract import AlgorithmContract
+from .contract import Contract
 
 
-class TestDQN(AlgorithmContract):
+class TestDQN(Contract):
     algo = "dqn"
+    tiny = TINY["dqn"]
     incompatible_env = "pendulum"
     learning_bar = (50_000, 200.0)
 

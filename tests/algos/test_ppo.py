@@ -1,6 +1,6 @@
 import pytest
 import torch
-from helpers import tiny_cfg
+from helpers import TINY, tiny_cfg
 
 from rlsweep.algos.ppo import PPO
 from rlsweep.envs import make_envs
@@ -8,11 +8,12 @@ from rlsweep.runner import seed_everything, train
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import applied_toggles
 
-from .contract import AlgorithmContract
+from .contract import Contract
 
 
-class TestPPO(AlgorithmContract):
+class TestPPO(Contract):
     algo = "ppo"
+    tiny = TINY["ppo"]
     incompatible_env = None
     learning_bar = (100_000, 450.0)
 

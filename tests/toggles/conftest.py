@@ -7,10 +7,10 @@ import pytest
 from helpers import read_wandb_run, run_train
 
 from rlsweep.results import read_result
+from rlsweep.toggles import TOGGLES
 
 #: every toggle on at once, in one real job (python -m sweeps.train, W&B offline)
-ALL_ON = ["compile=default", "dtype=bfloat16", "pin_memory=true", "non_blocking=true", "twin_modules=true",
-          "inplace=true", "backend.num_threads=1", "backend.matmul_precision=high"]
+ALL_ON = [override for toggle in TOGGLES for override in toggle.on]
 
 
 @pytest.fixture(scope="session")

@@ -1,26 +1,33 @@
 """The contract every toggle meets (TorchRL style: a base class, one subclass per toggle).
 
-``ToggleContract`` has no ``Test`` prefix, so pytest collects only its subclasses. Adding a
-toggle to ``rlsweep.toggles.TOGGLES`` without a subclass here fails ``test_every_toggle_has_a_contract``.
+``ToggleContract`` has no ``Test`` prefix, so pytest collects only its subclasses. A toggle in
+``rlsweep.toggles.TOGGLES`` without a subclass fails ``test_every_toggle_has_a_contract``. The
+overrides that turn a toggle on and its value come from the toggle class itself; what a subclass
+must write is ``assert_acts``: the observable effect of the toggle (a toggle that does nothing
+fails it), checked on every algorithm, the TD3 plugin included.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from unittest import mock
 
 import pytest
 import torch
 from helpers import compose_cfg, params_of, tiny_cfg
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from rlsweep.algos import ALGORITHMS
+from rlsweep.algos import algorithm_class
 from rlsweep.envs import make_envs
-from rlsweep.runner import seed_everything, train
+from rlsweep.runner import TrainOutcome, seed_everything, train
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import Toggle, applied_toggles
 
-ALGOS = ("ppo", "dqn", "sac")
+ALGOS = ("ppo", "dqn", "sac", "td3")
 
 
 @functools.cache
@@ -38,7 +45,7 @@ def initial_params(algo: str) -> dict[str, torch.Tensor]:
         seed_everything(cfg.seed)
         envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
         try:
-            return params_of(ALGORITHMS[algo](cfg, envs, rt, PhaseTimer(device)))
+            return params_of(algorithm_class(cfg.algo._target_)(cfg, envs, rt, PhaseTimer(device)))
         finally:
             envs.close()
 
@@ -57,12 +64,77 @@ def global_state() -> dict[str, Any]:
     }
 
 
+class _OpRecorder(TorchDispatchMode):
+    """Counts every aten op an eager job runs, by (op name, dtype of its first tensor output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        first = out[0] if isinstance(out, (tuple, list)) and out else out
+        dtype = str(first.dtype).removeprefix("torch.") if isinstance(first, torch.Tensor) else ""
+        self.ops[func.__name__, dtype] += 1  # e.g. ("relu_.default", "float32")
+        return out
+
+
+@dataclass
+class Observation:
+    """What a job visibly did while it trained: the evidence a toggle's effect is checked against."""
+
+    outcome: TrainOutcome
+    #: aten ops by (name, output dtype); empty unless recorded (eager jobs only)
+    ops: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+    #: nn.Module.train()/.eval() calls after the first iteration
+    mode_switches: int = 0
+    #: process-global settings seen inside the training loop, and after the job
+    before: dict[str, Any] = field(default_factory=dict)
+    during: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+
+    def ops_named(self, *names: str, dtype: str | None = None) -> int:
+        return sum(n for (op, dt), n in self.ops.items()
+                   if op.split(".")[0] in names and (dtype is None or dt == dtype))
+
+
+def observe(cfg: Any, record_ops: bool = False) -> Observation:
+    """Train ``cfg`` with every instrument on."""
+    switches = {"counting": False, "n": 0}
+    during: dict[str, Any] = {}
+    train_method = torch.nn.Module.train
+
+    def counting_train(module: torch.nn.Module, mode: bool = True) -> torch.nn.Module:
+        if switches["counting"] and module._modules is not None:
+            switches["n"] += 1
+        return train_method(module, mode)
+
+    def hook(row: dict[str, Any], env_steps: int) -> None:
+        switches["counting"] = True
+        during.update(global_state())
+
+    before = global_state()
+    recorder = _OpRecorder()
+    with mock.patch.object(torch.nn.Module, "train", counting_train):
+        if record_ops:
+            with recorder:
+                outcome = train(cfg, on_iteration=hook)
+        else:
+            outcome = train(cfg, on_iteration=hook)
+    return Observation(outcome, recorder.ops, switches["n"], before, during, global_state())
+
+
+@functools.cache
+def baseline_observation(algo: str, record_ops: bool) -> Observation:
+    """The all-off tiny job of ``algo``, observed (shared by every toggle's ``test_acts``)."""
+    return observe(tiny_cfg(algo), record_ops)
+
+
 class ToggleContract:
-    #: the toggle under test
+    #: the toggle under test (its class gives the overrides that turn it on)
     toggle: ClassVar[type[Toggle]]
-    #: overrides that turn it on, and the value the toggle then reports
-    on: ClassVar[list[str]]
-    on_value: ClassVar[Any]
+    #: record every aten op of the jobs ``test_acts`` runs (eager toggles; slows a job ~2x)
+    record_ops: ClassVar[bool] = False
     #: parameters after N updates vs the all-off baseline: allclose(rtol, atol); 0 = bit-exact
     rtol: ClassVar[float] = 0.0
     atol: ClassVar[float] = 0.0
@@ -72,16 +144,28 @@ class ToggleContract:
     #: substring of the reason this setting gives on a CPU-only job (None: it applies on CPU)
     cpu_reason: ClassVar[str | None] = None
 
-    REQUIRED_ATTRS = ("toggle", "on", "on_value")
-
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for attr in cls.REQUIRED_ATTRS:
-            if not hasattr(cls, attr):
-                raise TypeError(f"{cls.__name__} must set {attr}")
+        if not hasattr(cls, "toggle"):
+            raise TypeError(f"{cls.__name__} must set toggle")
+        if cls.assert_acts is ToggleContract.assert_acts:
+            raise TypeError(f"{cls.__name__} must write assert_acts: the toggle's observable effect")
+        cls.on = list(cls.toggle.on)
+        cls.on_value = cls.toggle().value(compose_cfg(cls.on))
         for name in dir(ToggleContract):
             if name.startswith("test_") and getattr(cls, name) is None:
                 raise TypeError(f"{cls.__name__} disables the contract test {name}")
+
+    def assert_acts(self, on: Observation, off: Observation) -> None:
+        """Fail unless ``on`` (the toggle on) shows the toggle's effect and ``off`` (all off) does not."""
+        raise NotImplementedError
+
+    @pytest.mark.parametrize("algo", ALGOS)
+    def test_acts(self, algo: str) -> None:
+        """The toggle changes what the job does, observably, on every algorithm (or says it cannot)."""
+        on = observe(tiny_cfg(algo, *self.on), self.record_ops)
+        off = baseline_observation(algo, self.record_ops)
+        self.assert_acts(on, off)
 
     def test_composes(self) -> None:
         cfg = compose_cfg(self.on)
@@ -152,8 +236,8 @@ class ToggleContract:
         assert state["applied"] == (self.cpu_reason is None)
         assert json.loads(json.dumps(wandb_config[f"toggle.{self.toggle.name}"])) == self.on_value
         assert wandb_summary[f"toggle_applied/{self.toggle.name}"] == state["applied"]
-        if self.toggle.name != "backend":
-            assert f"{self.toggle.name}:{self.on_value}" in all_toggles_job["tags"]
+        for tag in self.toggle().tags(self.on_value):  # e.g. twin_modules=true
+            assert tag in all_toggles_job["tags"]
 
     @pytest.mark.cuda
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

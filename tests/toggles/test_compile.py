@@ -5,19 +5,28 @@ from helpers import params_of, tiny_cfg
 from rlsweep.runner import train
 from rlsweep.toggles.compile import CompileToggle
 
-from .contract import ALGOS, ToggleContract, reference_params
+from .contract import Observation, ToggleContract, reference_params
+
+#: rlsweep's own algorithms write their compiled update as one graph; the TD3 plugin (eager-style
+#: autograd + torch.optim in its update) has graph breaks and recompiles, which the record explains
+BUILTIN = ("ppo", "dqn", "sac")
 
 
 class TestCompile(ToggleContract):
     toggle = CompileToggle
-    on = ["compile=default"]
-    on_value = "default"
     # inductor fuses and reorders float math: equal up to rounding, not bit for bit
     rtol = 1e-4
     atol = 1e-5
 
+    def assert_acts(self, on: Observation, off: Observation) -> None:
+        per_function = on.outcome.compile["per_function"]
+        assert set(per_function) == {"act", "update"}
+        assert all(f["compilations"] >= 1 for f in per_function.values()), per_function
+        assert on.outcome.compile["compile_s"] > 0
+        assert off.outcome.compile["per_function"] == {} and off.outcome.compile["compile_s"] == 0
 
-@pytest.mark.parametrize("algo", ALGOS)
+
+@pytest.mark.parametrize("algo", BUILTIN)
 def test_compiles_only_the_selected_functions(algo: str) -> None:
     """compile.functions=[update]: the gradient step is compiled (and still matches eager), acting stays eager."""
     out = train(tiny_cfg(algo, "compile=default", "compile.functions=[update]"))
@@ -36,7 +45,7 @@ def test_cpp_wrapper_generates_a_cpp_wrapper_and_keeps_the_mode() -> None:
     from torch._inductor.utils import run_and_get_code
 
     from rlsweep.compile_stats import CompileStats
-    from rlsweep.toggles.base import Runtime
+    from rlsweep.runtime import Runtime
 
     def step(x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x @ x.T).sum(-1) + 1.0
@@ -56,7 +65,7 @@ def test_cpp_wrapper_generates_a_cpp_wrapper_and_keeps_the_mode() -> None:
     assert "inductor_entry_impl" in codes[True]  # the C++ entry point of a cpp_wrapper graph
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("algo", BUILTIN)
 def test_cpp_wrapper_matches_eager(algo: str) -> None:
     out = train(tiny_cfg(algo, "compile=default", "compile.functions=[update]", "compile.cpp_wrapper=true"))
     assert out.compile["per_function"]["update"]["compilations"] >= 1
@@ -66,7 +75,7 @@ def test_cpp_wrapper_matches_eager(algo: str) -> None:
         torch.testing.assert_close(p1[k], p0[k], rtol=TestCompile.rtol, atol=TestCompile.atol)
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("algo", BUILTIN)
 def test_guards_are_skipped_in_the_steady_iterations_only(algo: str) -> None:
     """compile.skip_guards_after_warmup=true: warm-up iterations check dynamo's guards (and compile),
     steady ones skip them; the stance is restored after training and the numbers match eager."""

@@ -1,9 +1,13 @@
 from rlsweep.toggles.inplace import InplaceToggle
 
-from .contract import ToggleContract
+from .contract import Observation, ToggleContract
 
 
 class TestInplace(ToggleContract):
     toggle = InplaceToggle
-    on = ["inplace=true"]
-    on_value = True
+    record_ops = True
+
+    def assert_acts(self, on: Observation, off: Observation) -> None:
+        assert on.ops_named("relu_", "tanh_") > 0, "no in-place activation ran"
+        assert off.ops_named("relu_", "tanh_") == 0
+        assert off.ops_named("relu", "tanh") > 0

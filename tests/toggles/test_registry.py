@@ -17,3 +17,25 @@ def test_every_toggle_has_a_contract() -> None:
         importlib.import_module(f"tests.toggles.{mod.name}")
     covered = {cls.toggle.name for cls in contract.ToggleContract.__subclasses__()}
     assert covered == {t.name for t in TOGGLES}
+
+
+def test_the_readme_toggle_table_lists_every_toggle_and_its_values() -> None:
+    """README's table is checked against the toggle classes: a new toggle, or a new value, must appear there."""
+    import dataclasses
+    import re
+
+    from helpers import ROOT
+
+    from rlsweep.toggles import text
+
+    table = re.search(r"## Toggles\n\n(\|.*\n)+", (ROOT / "README.md").read_text()).group(0)
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([\w.]+)` \| ([^|]*) \|", table, re.M)}
+    expected = set()
+    for toggle in TOGGLES:
+        if toggle.key == toggle.field and dataclasses.is_dataclass(toggle.schema):  # a group of settings
+            expected |= {f"{toggle.field}.{f.name}" for f in dataclasses.fields(toggle.schema)}
+        else:
+            expected.add(toggle.name)
+            for value in toggle.values or ():
+                assert f"`{text(value)}`" in rows.get(toggle.name, ""), (toggle.name, value)
+    assert set(rows) == expected

@@ -9,9 +9,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlsweep.config import TrainConfig
+from rlsweep.buffers import ReplayBuffer
+from rlsweep.config import AlgoConfig, TrainConfig
+from rlsweep.envs import finished_episodes
+from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
-from rlsweep.toggles.base import Runtime
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -25,7 +27,10 @@ class Algorithm(ABC):
     them; its size is fixed so steady-state iterations are comparable.
     """
 
+    #: short name for run names, tags and the report (a config's ``algo.name`` may override it)
     name: ClassVar[str]
+    #: the hyper-parameters' schema: a dataclass subclassing :class:`~rlsweep.config.AlgoConfig`
+    config_class: ClassVar[type[AlgoConfig]] = AlgoConfig
     #: gymnasium action-space classes the algorithm can drive
     action_spaces: ClassVar[tuple[type[gym.Space], ...]]
 
@@ -73,9 +78,32 @@ class Algorithm(ABC):
     def load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`extra_state` returned."""
 
-    def _record_episodes(self, finished: list[tuple[float, int]]) -> None:
+    def record_episodes(self, finished: list[tuple[float, int]]) -> None:
+        """Note episodes that ended now, as ``(return, length)`` pairs (``finished_episodes(info)``)."""
         for ret, length in finished:
             self.episodes.append((ret, length, self.env_steps))
+
+    def step_and_store(self, obs: np.ndarray, actions: np.ndarray, buffer: ReplayBuffer) -> np.ndarray:
+        """The off-policy collection step: step the envs with ``actions`` taken in ``obs``, store it, count it.
+
+        The env step is timed as ``env_step``. Each env's transition goes to ``buffer`` with its real
+        next observation: where an episode ended, the vector env has already reset that env, and
+        the observation the episode ended in is ``info["final_obs"]``. Returns the observation to
+        act on next.
+        """
+        t = self.timer.start()
+        obs_after, reward, terminated, truncated, info = self.envs.step(actions)
+        self.timer.stop("env_step", t)
+        real_next = obs_after
+        ended = np.flatnonzero(terminated | truncated)
+        if len(ended):
+            real_next = obs_after.copy()
+            for i in ended:
+                real_next[i] = info["final_obs"][i]
+        buffer.add(obs, actions, reward, real_next, terminated)
+        self.env_steps += len(actions)
+        self.record_episodes(finished_episodes(info))
+        return obs_after
 
 
 def check_finite(loss: torch.Tensor, update: int) -> None:

@@ -34,16 +34,16 @@ from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import DQNConfig, TrainConfig
-from rlsweep.envs import finished_episodes
 from rlsweep.nets import mlp
+from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
-from rlsweep.toggles.base import Runtime
 
 _TARGET_CHUNK_ROWS = 512
 
 
 class DQN(Algorithm):
     name = "dqn"
+    config_class = DQNConfig
     action_spaces = (gym.spaces.Discrete,)
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
@@ -104,7 +104,7 @@ class DQN(Algorithm):
 
     # -- one iteration -------------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
-        a, rt, timer, envs = self.a, self.rt, self.timer, self.envs
+        a, rt, timer = self.a, self.rt, self.timer
         next_obs = self.next_obs
         for _ in range(self.iteration_env_steps // a.num_envs):
             eps = self.epsilon()
@@ -124,20 +124,10 @@ class DQN(Algorithm):
                 random_actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
                 actions = np.where(explore, random_actions, greedy_np)
 
-            t = timer.start()
-            obs_after, reward, terminated, truncated, info = envs.step(actions)
-            timer.stop("env_step", t)
-
-            real_next = obs_after.copy()
-            for i in np.flatnonzero(terminated | truncated):
-                real_next[i] = info["final_obs"][i]
-            self.buffer.add(next_obs, actions, reward, real_next, terminated)
-            next_obs = obs_after
-            self.env_steps += a.num_envs
+            next_obs = self.step_and_store(next_obs, actions, self.buffer)
             self._vector_steps += 1
             if self._vector_steps % self._target_every == 0:
                 self._update_target()
-            self._record_episodes(finished_episodes(info))
         self.next_obs = next_obs
 
         if self.env_steps < a.learning_starts or len(self.buffer) < a.batch_size:

@@ -40,8 +40,8 @@ from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.config import PPOConfig, TrainConfig
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import mlp
+from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
-from rlsweep.toggles.base import Runtime
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -63,6 +63,7 @@ def _gae(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, last_value:
 
 class PPO(Algorithm):
     name = "ppo"
+    config_class = PPOConfig
     action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
@@ -261,7 +262,7 @@ class PPO(Algorithm):
             idx = np.flatnonzero(only_truncated)
             final = np.stack([info["final_obs"][i] for i in idx])
             self.rew_host[step, idx] += self.a.gamma * self._value_of(final).cpu().numpy()
-        self._record_episodes(finished_episodes(info))
+        self.record_episodes(finished_episodes(info))
 
     def _update(self, rewards: np.ndarray, dones: np.ndarray, last_obs: torch.Tensor) -> dict[str, float]:
         """GAE over the rollout (host arrays of rewards and done flags), then every epoch's steps."""

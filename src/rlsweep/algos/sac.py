@@ -29,10 +29,9 @@ from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import SACConfig, TrainConfig
-from rlsweep.envs import finished_episodes
 from rlsweep.nets import mlp
+from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
-from rlsweep.toggles.base import Runtime
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -71,6 +70,7 @@ class QNetwork(nn.Module):
 
 class SAC(Algorithm):
     name = "sac"
+    config_class = SACConfig
     action_spaces = (gym.spaces.Box,)
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
@@ -130,7 +130,7 @@ class SAC(Algorithm):
 
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
-        a, rt, timer, envs = self.a, self.rt, self.timer, self.envs
+        a, rt, timer = self.a, self.rt, self.timer
         next_obs = self.next_obs
         n_steps = self.iteration_env_steps // a.num_envs
         losses: list[torch.Tensor] = []
@@ -150,16 +150,7 @@ class SAC(Algorithm):
                 actions = rt.d2h(action)
                 timer.stop("d2h", t)
 
-            t = timer.start()
-            obs_after, reward, terminated, truncated, info = envs.step(actions)
-            timer.stop("env_step", t)
-            real_next = obs_after.copy()
-            for i in np.flatnonzero(terminated | truncated):
-                real_next[i] = info["final_obs"][i]
-            self.buffer.add(next_obs, actions, reward, real_next, terminated)
-            next_obs = obs_after
-            self.env_steps += a.num_envs
-            self._record_episodes(finished_episodes(info))
+            next_obs = self.step_and_store(next_obs, actions, self.buffer)
 
             if self.env_steps >= a.learning_starts:
                 for _ in range(a.gradient_steps):

@@ -88,7 +88,7 @@ def claim_pin_memory(rounds: int, calls: int) -> dict[str, Any]:
 
 def claim_inplace(cfg: Any, rounds: int, calls: int) -> dict[str, Any]:
     from rlsweep.nets import mlp
-    from rlsweep.toggles.base import Runtime
+    from rlsweep.runtime import Runtime
 
     rt_off, rt_on = Runtime(torch.device("cpu")), Runtime(torch.device("cpu"))
     rt_on.inplace = True
@@ -124,7 +124,7 @@ def claim_inplace(cfg: Any, rounds: int, calls: int) -> dict[str, Any]:
 
 def claim_twin(cfg: Any, rounds: int, calls: int) -> dict[str, Any]:
     from rlsweep.nets import mlp
-    from rlsweep.toggles.base import ActingModules, Runtime
+    from rlsweep.runtime import ActingModules, Runtime
 
     rt = Runtime(torch.device("cpu"))
     a = cfg.algo
@@ -152,7 +152,7 @@ def claim_compile(cfg: Any, rounds: int, quick: bool) -> dict[str, Any]:
     """PPO's whole update step (loss, backward, clip, Adam) eager vs ``compile=default``."""
     import dataclasses
 
-    from rlsweep.algos import ALGORITHMS
+    from rlsweep.algos.ppo import PPO
     from rlsweep.compile_stats import CompileStats
     from rlsweep.envs import make_envs
     from rlsweep.timing import PhaseTimer
@@ -167,7 +167,7 @@ def claim_compile(cfg: Any, rounds: int, quick: bool) -> dict[str, Any]:
             rt.compile_stats = stats
             envs = make_envs(c.env, c.algo.num_envs, 0)
             try:
-                algo = ALGORITHMS["ppo"](c, envs, rt, PhaseTimer(dev))
+                algo = PPO(c, envs, rt, PhaseTimer(dev))
                 t0 = time.perf_counter()
                 algo.iteration()  # compiles on the first call
                 first = time.perf_counter() - t0

@@ -27,11 +27,9 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         res = claims.run(quick=args.quick, repeats=args.repeats)
         text = claims.markdown(res)
     else:
-        if importlib.util.find_spec("stable_baselines3") is None:
-            print('stable-baselines3 is not installed: pip install -e ".[bench]"', file=sys.stderr)
-            return 2
         from rlsweep.bench import core
 
+        # the arguments first: a wrong one is the same mistake whatever is installed
         algos = tuple(a for a in args.algos.split(",") if a)
         unknown = set(algos) - {"ppo", "dqn", "sac"}
         if unknown:
@@ -41,8 +39,11 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         known = [q.key for q in core.PEERS]
         if set(peers) - set(known):
             p.error(f"unknown peers {sorted(set(peers) - set(known))}; valid: {', '.join(known)}")
-        if "sb3" not in peers:
+        if args.peers is not None and "sb3" not in peers:
             p.error("--peers must include sb3: the targets are against Stable-Baselines3")
+        if importlib.util.find_spec("stable_baselines3") is None:
+            print('stable-baselines3 is not installed: pip install -e ".[bench]"', file=sys.stderr)
+            return 2
         missing = [q for q in core.PEERS if q.key in peers and q.key not in installed]
         if missing:
             p.error(f"peer {', '.join(q.label for q in missing)} is not installed: pip install -e \".[bench]\"")

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,8 @@ class Bench:
     peers: tuple[str, ...] = ("sb3",)
     #: :func:`bf16_matmul_speedup` of this machine (None: not measured, bfloat16 not chosen)
     bf16_speedup: float | None = None
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rlsweep-bench-")))
+    #: scratch folder of the bench's jobs; made by :func:`run`, removed when it ends (also on failure)
+    workdir: Path | None = None
 
     def toggles(self, algo: str, device: str = "cpu") -> list[str]:
         """The best toggles of ``algo`` on ``device``: BEST_TOGGLES, plus bfloat16 where it pays here."""
@@ -388,13 +389,24 @@ def launcher_overhead(b: Bench, log: Any = print) -> dict[str, Any]:
 
 # -- the whole bench -----------------------------------------------------------------------------
 def run(b: Bench, log: Any = print) -> dict[str, Any]:
+
+
+
+    started = time.time()
+    b.workdir = Path(tempfile.mkdtemp(prefix="rlsweep-bench-"))
+    try:
+        return _run(b, log, started)
+    finally:
+        shutil.rmtree(b.workdir, ignore_errors=True)
+
+
+def _run(b: Bench, log: Any, started: float) -> dict[str, Any]:
     import platform
 
     import torch
 
     from rlsweep.results import fingerprint
 
-    started = time.time()
     if b.bf16_speedup is None:
         b.bf16_speedup = bf16_matmul_speedup()
     log(f"bfloat16 matmul speed-up on this CPU: {b.bf16_speedup:.2f}x "
@@ -424,7 +436,6 @@ def run(b: Bench, log: Any = print) -> dict[str, Any]:
     result["launchers"] = launcher_overhead(b, log)
     result["load_avg_at_end"] = os.getloadavg()
     result["bench_wall_s"] = time.time() - started
-    shutil.rmtree(b.workdir, ignore_errors=True)
     return result
 
 

@@ -60,7 +60,7 @@ Learning check:
     every noise estimate is missing.
 
 W&B:
-    When the jobs logged to W&B (``logger.mode`` offline or online in their records), the
+    When the jobs logged to W&B (W&B mode offline or online in their records), the
     report is also logged as one run (name and job_type "report") in the jobs' project,
     entity and group: the per-cell table, the marginal effects and the PNGs. ``--no-wandb``
     turns this off; a W&B failure only prints a warning.

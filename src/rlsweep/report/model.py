@@ -9,27 +9,17 @@ from typing import Any
 
 import numpy as np
 
+from rlsweep.report.overrides import norm_value
+from rlsweep.toggles import TOGGLES, baseline
+
 SCHEMA_VERSION = 1
 PHASES = ("env_step", "act", "h2d", "d2h", "update")
-TOGGLE_NAMES = (
-    "compile",
-    "dtype",
-    "pin_memory",
-    "non_blocking",
-    "twin_modules",
-    "inplace",
-    "backend",
-)
-DEFAULT_BASELINE: dict[str, str] = {
-    "compile": "none",
-    "dtype": "float32",
-    "pin_memory": "false",
-    "non_blocking": "false",
-    "twin_modules": "false",
-    "inplace": "false",
-    "backend.matmul_precision": "highest",
-    "backend.cudnn_benchmark": "false",
-}
+TOGGLE_NAMES = tuple(t.name for t in TOGGLES)
+#: every toggle off, as the report compares values (``"false"``, ``"none"``)
+DEFAULT_BASELINE: dict[str, str] = {dim: norm_value(off) for dim, off in baseline().items()}
+#: a toggle's values in the order it lists them (the fallback baseline is the first one present)
+TOGGLE_VALUE_ORDER: dict[str, tuple[str, ...]] = {
+    t.name: tuple(norm_value(v) for v in t.values) for t in TOGGLES if t.values is not None}
 FINGERPRINT_FIELDS = ("cpu_model", "cpu_count", "num_threads", "gpu", "torch", "cuda")
 N_BOOTSTRAP = 2000
 BOOTSTRAP_SEED = 20261129
@@ -68,12 +58,15 @@ class WandbTarget:
         project: The jobs' W&B project.
         entity: The jobs' W&B entity (None: the default one).
         group: The jobs' W&B group (see :func:`rlsweep.report.wandb_log.wandb_group`).
+        dir: The folder the jobs' W&B runs went under (``logger.dir`` or WANDB_DIR); None: each
+            job's own folder, and the report's run goes under the report folder.
     """
 
     mode: str
     project: str | None
     entity: str | None
     group: str
+    dir: str | None = None
 
 
 @dataclass
@@ -134,6 +127,13 @@ class CellSummary:
 
     Attributes ending in ``_ms`` / ``_s`` / ``_per_s`` carry their unit. Medians are
     over ok seeds. ``ratio`` is relative to ``baseline_label``'s cell.
+
+    ``compile_reasons`` holds, per compiled function with any, dynamo's graph-break and
+    recompile reasons from the cell's job records (``compile.per_function.<name>``), identical
+    ones merged: ``{name: {"graph_breaks": [{reason, file, line, function, [stack], count,
+    jobs}], "recompiles": [{reason, frame, count, jobs}], "reasons_dropped": n}}`` (``count`` =
+    occurrences summed over the jobs, ``jobs`` = how many of the cell's jobs had it; most
+    frequent first).
     """
 
     label: str
@@ -154,6 +154,7 @@ class CellSummary:
     compile_s: float | None = None
     graph_breaks: int | None = None
     recompiles: int | None = None
+    compile_reasons: dict[str, dict[str, Any]] = field(default_factory=dict)
     final_return_median: float | None = None
     final_return_spread: float | None = None
     final_return_spread_kind: str | None = None

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from rlsweep.report.model import TOGGLE_NAMES
+from rlsweep.toggles import TOGGLES
 
 
 def norm_value(value: Any) -> str:
@@ -108,6 +108,6 @@ def record_dims(record: dict[str, Any]) -> dict[str, str]:
     return dims
 
 
-def is_toggle_dim(dim: str, names: Iterable[str] = TOGGLE_NAMES) -> bool:
+def is_toggle_dim(dim: str, names: Iterable[str] = tuple(t.name for t in TOGGLES)) -> bool:
     """Whether a dimension belongs to a toggle (``backend.num_threads`` -> ``backend``)."""
     return dim.split(".", 1)[0] in names

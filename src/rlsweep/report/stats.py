@@ -25,6 +25,7 @@ from rlsweep.report.model import (
     STATUS_INTERRUPTED,
     STATUS_MISSING,
     STATUS_OK,
+    TOGGLE_VALUE_ORDER,
     UNKNOWN,
     Casualty,
     CellSummary,
@@ -159,6 +160,48 @@ def _append_num(values: list[float], value: Any) -> bool:
     return number is not None
 
 
+def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
+    """Graph-break and recompile reasons of the jobs' compiled functions, identical ones merged.
+
+    See :class:`CellSummary` (``compile_reasons``) for the shape. Every job with a record
+    counts, failed ones included.
+    """
+    merged: dict[str, dict[str, dict[tuple[Any, ...], dict[str, Any]]]] = {}
+    dropped: dict[str, int] = {}
+    kinds = (("graph_breaks", "graph_break_reasons"), ("recompiles", "recompile_reasons"))
+    for job in jobs:
+        per_function = _section(_section(job.record, "compile"), "per_function")
+        for name, fn in per_function.items():
+            if not isinstance(fn, dict):
+                continue
+            for kind, field_name in kinds:
+                seen: set[tuple[Any, ...]] = set()
+                for entry in fn.get(field_name) or []:
+                    if not isinstance(entry, dict):
+                        continue
+                    key = tuple(
+                        json.dumps(entry.get(k)) for k in sorted(entry) if k not in ("count", "stack")
+                    )
+                    table = merged.setdefault(str(name), {}).setdefault(kind, {})
+                    out = table.setdefault(key, {**entry, "count": 0, "jobs": 0})
+                    count = entry.get("count")
+                    out["count"] += count if isinstance(count, int) and not isinstance(count, bool) else 1
+                    if key not in seen:
+                        seen.add(key)
+                        out["jobs"] += 1
+            extra = fn.get("reasons_dropped")
+            if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
+                dropped[str(name)] = dropped.get(str(name), 0) + extra
+    result: dict[str, dict[str, Any]] = {}
+    for name in [*merged, *(n for n in dropped if n not in merged)]:
+        tables = merged.get(name, {})
+        result[name] = {
+            kind: sorted(tables.get(kind, {}).values(), key=lambda e: -e["count"]) for kind, _ in kinds
+        }
+        result[name]["reasons_dropped"] = dropped.get(name, 0)
+    return result
+
+
 def _median(values: Sequence[float]) -> float | None:
     return float(np.median(values)) if len(values) else None
 
@@ -225,6 +268,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.compile_s = _median(compile_s)
     cell.graph_breaks = int(max(breaks)) if breaks else None
     cell.recompiles = int(max(recompiles)) if recompiles else None
+    cell.compile_reasons = _compile_reasons(jobs)
     cell.final_returns = returns
     cell.final_return_median = _median(returns)
     if len(returns) >= 2:
@@ -318,9 +362,7 @@ def _fallback_defaults(cells: list[CellSummary], spec: dict[str, str], user: set
     ``compile=default`` (values ordered as the toggle lists them, else alphabetically). Values
     the user chose with ``--baseline`` are never replaced.
     """
-    from rlsweep.config import COMPILE_MODES, DTYPES
-
-    order = {"compile": COMPILE_MODES, "dtype": DTYPES}
+    order = TOGGLE_VALUE_ORDER
     out = dict(spec)
     for dim, value in spec.items():
         present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}

@@ -1,37 +1,77 @@
-"""Every optimisation toggle, behind one interface (:class:`Toggle`), applied in one place.
+"""Every optimisation toggle, one module each, applied in one place.
 
-Adding a toggle: a module here with a :class:`Toggle` subclass, an entry in :data:`TOGGLES`, a
-field in :class:`rlsweep.config.TrainConfig`, and a contract subclass in tests/toggles/.
+A toggle is a :class:`Toggle` subclass in a module of this package; :data:`TOGGLES` collects
+them (in module-name order), so adding a toggle is one module here plus one contract subclass in
+tests/toggles/ (and a YAML option file when its config is a group). The job's config schema,
+validation, run names, W&B tags, the report's baselines and the test matrices all derive from
+:data:`TOGGLES`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import pkgutil
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-import torch
+from rlsweep.toggles.base import Toggle, ToggleState, text
 
-from rlsweep.config import TrainConfig
-from rlsweep.toggles.backend import BackendToggle
-from rlsweep.toggles.base import Runtime, Toggle, ToggleState, make_twin
-from rlsweep.toggles.compile import CompileToggle
-from rlsweep.toggles.dtype import DtypeToggle
-from rlsweep.toggles.inplace import InplaceToggle
-from rlsweep.toggles.non_blocking import NonBlockingToggle
-from rlsweep.toggles.pin_memory import PinMemoryToggle
-from rlsweep.toggles.twin_modules import TwinModulesToggle
+if TYPE_CHECKING:
+    import torch
 
-TOGGLES: tuple[type[Toggle], ...] = (
-    CompileToggle,
-    DtypeToggle,
-    PinMemoryToggle,
-    NonBlockingToggle,
-    TwinModulesToggle,
-    InplaceToggle,
-    BackendToggle,
-)
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
 
-__all__ = ["TOGGLES", "Runtime", "Toggle", "ToggleState", "applied_toggles", "make_twin"]
+
+def _discover() -> tuple[type[Toggle], ...]:
+    found: list[type[Toggle]] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [obj for obj in vars(module).values()
+                  if isinstance(obj, type) and issubclass(obj, Toggle) and obj is not Toggle
+                  and obj.__module__ == module.__name__]
+    names = [t.name for t in found]
+    if len(set(names)) != len(names):
+        raise TypeError(f"two toggles share a name: {names}")
+    return tuple(found)
+
+
+TOGGLES: tuple[type[Toggle], ...] = _discover()
+
+__all__ = ["TOGGLES", "Toggle", "ToggleState", "applied_toggles", "baseline", "run_name_fragments", "tags",
+           "text", "values"]
+
+
+def values(cfg: TrainConfig) -> dict[str, Any]:
+    """Every toggle's value in ``cfg``, by toggle name."""
+    return {t.name: t().value(cfg) for t in TOGGLES}
+
+
+def run_name_fragments(cfg: TrainConfig) -> list[str]:
+    """The run-name parts of the toggles that are on (``compile=default``, ``twin_modules``)."""
+    out = []
+    for t in TOGGLES:
+        toggle = t()
+        fragment = toggle.fragment(toggle.value(cfg))
+        if fragment:
+            out.append(fragment)
+    return out
+
+
+def tags(cfg: TrainConfig) -> list[str]:
+    """W&B tags of every toggle's value (``twin_modules=true``)."""
+    return [tag for t in TOGGLES for tag in t().tags(t().value(cfg))]
+
+
+def baseline() -> dict[str, Any]:
+    """The report's default baseline: every toggle off."""
+    out: dict[str, Any] = {}
+    for t in TOGGLES:
+        out.update(t.baseline())
+    return out
 
 
 @contextlib.contextmanager
@@ -41,6 +81,8 @@ def applied_toggles(cfg: TrainConfig, device: torch.device) -> Iterator[tuple[Ru
     A toggle that cannot act on ``device`` is not applied (the job runs without it) and its
     state says why; one that partly applies is applied and says what it could not do.
     """
+    from rlsweep.runtime import Runtime
+
     rt = Runtime(device)
     toggles = [t() for t in TOGGLES]
     states: dict[str, ToggleState] = {}

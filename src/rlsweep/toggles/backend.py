@@ -6,28 +6,45 @@ jobs that the basic launcher runs one after another in one process do not inheri
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
 
-import torch
+from rlsweep.toggles.base import Toggle, text
 
-from rlsweep.config import TrainConfig
-from rlsweep.toggles.base import Runtime, Toggle
+if TYPE_CHECKING:
+    import torch
+
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
+
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
-def default_num_threads() -> int:
-    """The CPUs this job was given.
+@dataclass
+class BackendConfig:
+    """Global PyTorch backend switches (set for the job, restored afterwards)."""
 
-    Slurm: ``--cpus-per-task`` (else the CPUs allocated on the node). submitit_local starts every job of a sweep at once on the same
-    machine, so each gets 1 (threads of side-by-side jobs would fight over the cores).
+    matmul_precision: str = "highest"  # highest | high (TF32) | medium
+    cudnn_benchmark: bool = False  # cuDNN autotuner
+    num_threads: Optional[int] = None  # intra-op threads; None: the CPUs this job was given
+
+
+def default_num_threads(environ: Mapping[str, str] | None = None) -> int:
+    """The CPUs this job was given (read from ``environ``, default: this process's environment).
+
+    Slurm: ``--cpus-per-task`` (else the CPUs allocated on the node). submitit_local runs jobs of a
+    sweep side by side on the same machine (as many at once as there are CPUs), so each gets 1
+    (threads of side-by-side jobs would fight over the cores).
     Otherwise the process's affinity mask (taskset and cgroups restrict it).
     """
-    import os
-
+    env = os.environ if environ is None else environ
     # SLURM_CPUS_ON_NODE: what Slurm allocated when no --cpus-per-task was given
     for var in ("RLSWEEP_CPUS_PER_JOB", "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
-        if os.environ.get(var, "").isdigit():
-            return max(1, int(os.environ[var]))
-    if os.environ.get("SUBMITIT_EXECUTOR") == "local":
+        if env.get(var, "").isdigit():
+            return max(1, int(env[var]))
+    if env.get("SUBMITIT_EXECUTOR") == "local":
         return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -37,7 +54,10 @@ def default_num_threads() -> int:
 
 class BackendToggle(Toggle):
     name = "backend"
-    off_value = None  # not a comparison axis by default; the sub-values are
+    schema = BackendConfig
+    off_value = {"matmul_precision": "highest", "cudnn_benchmark": False}
+    on = ("backend.num_threads=1", "backend.matmul_precision=high")
+    doc = "TF32 matmul precision, the cuDNN autotuner and intra-op threads (process-global, restored after the job)"
 
     def __init__(self) -> None:
         self._saved: tuple[str, bool, int] | None = None
@@ -47,12 +67,26 @@ class BackendToggle(Toggle):
         threads = b.num_threads if b.num_threads is not None else default_num_threads()
         return {"matmul_precision": b.matmul_precision, "cudnn_benchmark": b.cudnn_benchmark, "num_threads": threads}
 
+    def validate(self, cfg: TrainConfig) -> list[str]:
+        b, errors = cfg.backend, []
+        if b.matmul_precision not in MATMUL_PRECISIONS:
+            errors.append(f"backend.matmul_precision={b.matmul_precision!r} is not valid; choose one of: "
+                          f"{', '.join(MATMUL_PRECISIONS)}")
+        if b.num_threads is not None and b.num_threads <= 0:
+            errors.append(f"backend.num_threads must be > 0 (or null for the job's CPUs), got {b.num_threads}")
+        if cfg.deterministic and b.cudnn_benchmark:
+            errors.append("deterministic=true conflicts with backend.cudnn_benchmark=true: the cuDNN autotuner picks "
+                          "algorithms by timing, which is not deterministic; drop one of them")
+        return errors
+
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         if device.type != "cuda" and (cfg.backend.matmul_precision != "highest" or cfg.backend.cudnn_benchmark):
             return "partly not applicable: TF32 and the cuDNN autotuner act on CUDA only; threads set"
         return None
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
+        import torch
+
         self._saved = (
             torch.get_float32_matmul_precision(),
             torch.backends.cudnn.benchmark,
@@ -66,8 +100,27 @@ class BackendToggle(Toggle):
     def restore(self) -> None:
         if self._saved is None:
             return
+        import torch
+
         precision, benchmark, threads = self._saved
         torch.set_float32_matmul_precision(precision)
         torch.backends.cudnn.benchmark = benchmark
         torch.set_num_threads(threads)
         self._saved = None
+
+    # the thread count is the machine's, not a switch: names, tags and baselines leave it out
+    def _switches(self, value: Any) -> dict[str, Any]:
+        return {k: v for k, v in value.items() if k in self.off_value and v != self.off_value[k]}
+
+    def is_on(self, value: Any) -> bool:
+        return bool(self._switches(value))
+
+    def fragment(self, value: Any) -> str | None:
+        return "-".join(f"{k}={text(v)}" for k, v in self._switches(value).items()) or None
+
+    def tags(self, value: Any) -> list[str]:
+        return [f"backend.{k}={text(v)}" for k, v in value.items() if k in self.off_value]
+
+    @classmethod
+    def baseline(cls) -> dict[str, Any]:
+        return {f"backend.{k}": v for k, v in cls.off_value.items()}

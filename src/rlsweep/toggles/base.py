@@ -1,27 +1,29 @@
-"""The one small interface every toggle implements, and the runtime the algorithms call.
+"""The one interface every toggle implements: a toggle class is the single home of its switch.
 
-A toggle reads its value from the config, says whether it can apply on the job's device, and,
-when it applies, sets the matching behaviour on a :class:`Runtime`. Algorithms never read toggle
-values themselves: they call ``rt.h2d``, ``rt.compile``, ``rt.autocast``, ``rt.acting`` ...,
-so every toggle acts in exactly one place.
+Everything about a toggle lives on its class: the config field it adds to the job's config and
+that field's schema, the key and values users set, the value that means "off" (the baseline of
+every comparison), the overrides that turn it on, validation of its values and of its conflicts
+with other settings, why it cannot act on a device, what it switches on the
+:class:`~rlsweep.runtime.Runtime` the algorithms are handed, and how it reads in run names and
+W&B tags. Run names, tags, validation, the report's baselines and the test matrices are derived
+from :data:`rlsweep.toggles.TOGGLES`; nothing else lists toggles.
+
+This module does not import torch: the config schema and the report need toggles' metadata, and
+a typo on the command line should be reported before torch loads.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
+import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-import torch
-from torch import nn
-
 if TYPE_CHECKING:
-    from rlsweep.compile_stats import CompileStats
+    import torch
+
     from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
 
 
 @dataclass
@@ -36,189 +38,100 @@ class ToggleState:
         return {"value": self.value, "applied": self.applied, "reason": self.reason}
 
 
+def text(value: Any) -> str:
+    """A value as users type it on the command line (``true``, ``none``, ``bfloat16``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
 class Toggle(ABC):
-    """One optimisation switch. Subclasses set ``name`` and implement ``value`` and ``apply``."""
+    """One optimisation switch. A subclass sets the class attributes and implements ``apply``.
 
+    A toggle whose config is one scalar (``pin_memory: bool``) sets ``schema`` to that type; a
+    toggle with a config group (``compile=default`` selects ``conf/compile/default.yaml``) sets it
+    to the group's dataclass, and ``key`` names the field that holds its value (``compile.mode``).
+    """
+
+    #: the record's key, the W&B column ``toggle.<name>`` and the tag prefix
     name: ClassVar[str]
-    #: the value that means "off" (the baseline of every comparison)
+    #: the config field the toggle adds to :class:`~rlsweep.config.TrainConfig` (default: ``name``)
+    field: ClassVar[str]
+    #: that field's type: a scalar type, or a dataclass for a config group
+    schema: ClassVar[Any]
+    #: the dotted config key holding the toggle's value (default: ``field``)
+    key: ClassVar[str]
+    #: the values users may set (None: any value of the schema's type)
+    values: ClassVar[tuple[Any, ...] | None] = None
+    #: the value that means "off": the default in the config and the report's baseline
     off_value: ClassVar[Any]
+    #: Hydra overrides that turn the toggle on (the test matrices and the docs use them)
+    on: ClassVar[tuple[str, ...]]
+    #: one line for the docs: what changes in the job
+    doc: ClassVar[str] = ""
 
-    @abstractmethod
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            return  # an intermediate base class, not a toggle
+        for attr in ("name", "schema", "off_value", "on"):
+            if not hasattr(cls, attr):
+                raise TypeError(f"toggle {cls.__name__} must set {attr}")
+        if "field" not in cls.__dict__:
+            cls.field = cls.name
+        if "key" not in cls.__dict__:
+            cls.key = cls.field
+
+    # -- the config ----------------------------------------------------------------------------
+    @classmethod
+    def config_field(cls) -> tuple[str, Any, dataclasses.Field[Any]]:
+        """``(name, type, field)`` of the toggle's field in the job's config schema."""
+        if dataclasses.is_dataclass(cls.schema):
+            return cls.field, cls.schema, dataclasses.field(default_factory=cls.schema)
+        return cls.field, cls.schema, dataclasses.field(default=cls.off_value)
+
     def value(self, cfg: TrainConfig) -> Any:
         """The toggle's setting in this config (a plain, JSON-able value)."""
+        node: Any = cfg
+        for part in self.key.split("."):
+            node = getattr(node, part)
+        return node
+
+    def validate(self, cfg: TrainConfig) -> list[str]:
+        """Every reason this toggle's settings cannot run; subclasses add their conflicts."""
+        value = self.value(cfg)
+        if self.values is not None and value not in self.values:
+            return [f"{self.key}={text(value)!s} is not valid; choose one of: {', '.join(map(text, self.values))}"]
+        return []
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
-        """Why this setting cannot act on ``device``; None when it can (or is off)."""
+        """Why this setting cannot act on ``device`` (``"partly ..."``: it acts in part); None when it can."""
         return None
 
     @abstractmethod
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
-        """Configure ``rt`` for this toggle's value (only called when applicable)."""
+        """Switch the toggle's behaviour on ``rt`` (called when it applies, also when off)."""
 
     def restore(self) -> None:
         """Undo any process-global state ``apply`` changed. Default: nothing to undo."""
 
+    # -- how it reads ------------------------------------------------------------------------
+    def is_on(self, value: Any) -> bool:
+        return value != self.off_value
 
-def make_twin(module: nn.Module) -> nn.Module:
-    """An eval-mode copy of ``module`` that shares every Parameter and buffer object with it.
+    def fragment(self, value: Any) -> str | None:
+        """Its part of a run name when on (``compile=default``, ``twin_modules``); None when off."""
+        if not self.is_on(value):
+            return None
+        return self.name if value is True else f"{self.name}={text(value)}"
 
-    Optimizer steps on the original are seen by the twin without any copy, so acting can use the
-    twin while the original stays in train mode: no ``.train()``/``.eval()`` switching.
-    """
-    shared = {id(t): t for t in [*module.parameters(), *module.buffers()]}
-    twin = copy.deepcopy(module, memo=shared)
-    return twin.eval()
+    def tags(self, value: Any) -> list[str]:
+        """Its W&B tags, ``name=value`` as typed on the command line (``twin_modules=true``)."""
+        return [f"{self.name}={text(value)}"]
 
-
-class Activation(nn.Module):
-    """tanh or ReLU, in-place or not (the ``inplace`` toggle's place in every network)."""
-
-    _FNS = {("relu", False): torch.relu, ("relu", True): torch.relu_,
-            ("tanh", False): torch.tanh, ("tanh", True): torch.tanh_}
-
-    def __init__(self, kind: str, inplace: bool) -> None:
-        super().__init__()
-        self.kind = kind
-        self.inplace = inplace
-        self.fn = self._FNS[kind, inplace]  # the one torch op; nets.MLP calls it without this forward
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x)
-
-    def extra_repr(self) -> str:
-        return f"{self.kind}, inplace={self.inplace}"
-
-
-_NO_AUTOCAST = contextlib.nullcontext()  # reusable: one object for every float32 forward (acting calls it per step)
-
-
-class Runtime:
-    """Behaviour switches set by the toggles, used by the algorithms.
-
-    Defaults are the baseline (every toggle off): eager, float32, pageable blocking copies,
-    one module switched between train and eval mode, out-of-place ops.
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.is_cuda = device.type == "cuda"
-        # compile toggle
-        self.compile_mode: str | None = None
-        self.compile_fullgraph = False
-        self.compile_dynamic: bool | None = False
-        self.compile_functions: tuple[str, ...] = ()
-        self.compile_cpp_wrapper = False
-        self.compile_stats: CompileStats | None = None
-        # dtype toggle
-        self.autocast_dtype: torch.dtype | None = None
-        self.use_grad_scaler = False
-        # pin_memory / non_blocking toggles
-        self.pin_memory = False
-        self.non_blocking = False
-        # twin_modules toggle
-        self.twin_modules = False
-        # inplace toggle
-        self.inplace = False
-
-    # -- host <-> device -------------------------------------------------------------------
-    def h2d(self, array: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """Copy a host array to the job's device (pinned and/or asynchronous per the toggles)."""
-        # from_numpy: the same zero-copy view as as_tensor, at ~2.5x less call overhead
-        t = torch.from_numpy(array) if isinstance(array, np.ndarray) else torch.as_tensor(array)
-        if dtype is not None and t.dtype != dtype:
-            t = t.to(dtype)
-        if not self.is_cuda:
-            return t
-        if self.pin_memory:
-            t = t.pin_memory()
-        return t.to(self.device, non_blocking=self.non_blocking)
-
-    def d2h(self, tensor: torch.Tensor) -> np.ndarray:
-        """Copy a device tensor to a host numpy array, synchronised before it is read."""
-        if not self.is_cuda:  # detach is an op of its own (~1 us): acting's inference tensors need none
-            return (tensor.detach() if tensor.requires_grad else tensor).numpy()
-        host = tensor.detach().to("cpu", non_blocking=self.non_blocking)
-        if self.non_blocking:
-            # an asynchronous D2H copy is only valid after the stream has finished it
-            torch.cuda.current_stream(self.device).synchronize()
-        return host.numpy()
-
-    # -- compile -----------------------------------------------------------------------------
-    def compiles(self, name: str) -> bool:
-        """Whether :meth:`compile` compiles the function called ``name``."""
-        return self.compile_mode is not None and name in self.compile_functions
-
-    def compile(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-        """``torch.compile`` ``fn`` with the job's mode, or ``fn`` itself when eager or not selected.
-
-        ``name`` is "act" or "update" (``compile.functions`` selects among them).
-        """
-        if not self.compiles(name):
-            return fn
-        how: dict[str, Any] = {"mode": self.compile_mode}
-        if self.compile_cpp_wrapper:  # torch.compile takes a mode or options: the mode's options, plus this
-            from torch._inductor import list_mode_options
-
-            how = {"options": {**list_mode_options(self.compile_mode), "cpp_wrapper": True}}
-        compiled = torch.compile(fn, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic, **how)
-        assert self.compile_stats is not None
-        return self.compile_stats.wrap(compiled, name)
-
-    # -- dtype -------------------------------------------------------------------------------
-    def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """Mixed-precision region for forwards and losses (a no-op in float32)."""
-        if self.autocast_dtype is None:
-            return _NO_AUTOCAST
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
-
-    def grad_scaler(self) -> torch.amp.GradScaler | None:
-        """A GradScaler when float16 runs on CUDA, else None."""
-        if self.use_grad_scaler:
-            return torch.amp.GradScaler(self.device.type)
-        return None
-
-    # -- twin modules --------------------------------------------------------------------------
-    def acting_modules(self, *modules: nn.Module) -> ActingModules:
-        """Modules to act with, in eval mode: twins, or the originals switched around each use."""
-        return ActingModules(modules, twin=self.twin_modules)
-
-    # -- inplace ---------------------------------------------------------------------------------
-    def activation(self, kind: str) -> nn.Module:
-        return Activation(kind, inplace=self.inplace)
-
-    @torch.no_grad()
-    def polyak_update(self, target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float) -> None:
-        """target <- target + tau * (source - target), in place or via new tensors."""
-        tgt, src = list(target), list(source)
-        if self.inplace:
-            torch._foreach_lerp_(tgt, src, tau)
-        else:
-            for t, s in zip(tgt, src, strict=True):
-                t.copy_(torch.lerp(t, s, tau))
-
-    def normalize(self, x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-        """(x - mean) / (std + eps), in place on ``x`` or out of place."""
-        mean, std = x.mean(), x.std()
-        if self.inplace:
-            return x.sub_(mean).div_(std + eps)
-        return (x - mean) / (std + eps)
-
-
-class ActingModules:
-    """Eval-mode views of networks for acting; see :meth:`Runtime.acting_modules`."""
-
-    def __init__(self, modules: Iterable[nn.Module], twin: bool) -> None:
-        self.originals = tuple(modules)
-        self.twin = twin
-        self.modules = tuple(make_twin(m) for m in self.originals) if twin else self.originals
-
-    def __enter__(self) -> None:
-        """Around every acting call: switch to eval mode, unless twins make it unnecessary."""
-        if not self.twin:
-            for m in self.originals:
-                m.eval()
-
-    def __exit__(self, *exc: object) -> None:
-        if not self.twin:
-            for m in self.originals:
-                m.train()
+    @classmethod
+    def baseline(cls) -> dict[str, Any]:
+        """The report's default baseline: report dimension -> off value."""
+        return {cls.name: cls.off_value}

@@ -2,22 +2,70 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
 
-import torch
+from rlsweep.toggles.base import Toggle
 
-from rlsweep.config import TrainConfig
-from rlsweep.toggles.base import Runtime, Toggle
+if TYPE_CHECKING:
+    import torch
 
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
+
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: the functions an algorithm hands to ``rt.compile``: its acting forward and its gradient step
+COMPILED_FUNCTIONS = ("act", "update")
 _CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+@dataclass
+class CompileConfig:
+    """torch.compile settings (mode "none" = eager)."""
+
+    mode: str = "none"
+    fullgraph: bool = False  # fail on graph breaks instead of splitting
+    dynamic: Optional[bool] = False  # False: specialise shapes (sizes are fixed in RL loops)
+    # which of the algorithm's functions to compile: the acting forward ("act", once per env step)
+    # and/or the gradient step ("update"); on a CPU a compiled call can cost more than a tiny
+    # eager forward, so compiling only the update is often fastest there
+    functions: list[str] = field(default_factory=lambda: list(COMPILED_FUNCTIONS))
+    # inductor's C++ wrapper: the compiled graph calls its kernels from C++ instead of one Python
+    # call per kernel (a real share of a small network's step); compiling takes longer
+    cpp_wrapper: bool = False
+    # UNSAFE, opt-in: once the warm-up iterations have compiled everything, dynamo stops checking
+    # its guards on each call (torch.compiler.set_stance(skip_guard_eval_unsafe=True)). Right only
+    # when nothing a guard checks changes after warm-up: shapes, dtypes, modules (true of
+    # rlsweep's algorithms); a change would then run the old graph instead of recompiling
+    skip_guards_after_warmup: bool = False
 
 
 class CompileToggle(Toggle):
     name = "compile"
+    schema = CompileConfig
+    key = "compile.mode"
+    values = COMPILE_MODES
     off_value = "none"
+    on = ("compile=default",)
+    doc = "torch.compile with that mode on the acting forward (act) and/or the whole update step (update)"
 
-    def value(self, cfg: TrainConfig) -> Any:
-        return cfg.compile.mode
+    def validate(self, cfg: TrainConfig) -> list[str]:
+        errors = super().validate(cfg)
+        c = cfg.compile
+        if c.mode == "none":
+            why = {"fullgraph": "fullgraph only means something when compiling",
+                   "dynamic": "dynamic shapes only mean something when compiling",
+                   "cpp_wrapper": "the C++ wrapper is part of a compiled graph (choose a compile mode, e.g. "
+                                  "compile=default)",
+                   "skip_guards_after_warmup": "there are no compiled guards to skip (choose a compile mode, e.g. "
+                                               "compile=default)"}
+            errors += [f"compile.{key}=true conflicts with compile=none: {reason}"
+                       for key, reason in why.items() if getattr(c, key)]
+        unknown = [f for f in c.functions if f not in COMPILED_FUNCTIONS]
+        if unknown or not c.functions or len(set(c.functions)) != len(c.functions):
+            errors.append(f"compile.functions must be a non-empty list of distinct names from "
+                          f"{list(COMPILED_FUNCTIONS)}, got {list(c.functions)}")
+        return errors
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         # The mode still compiles on CPU; only its CUDA-graph part cannot act there.
@@ -38,5 +86,9 @@ class CompileToggle(Toggle):
         rt.compile_cpp_wrapper = cfg.compile.cpp_wrapper
 
     def restore(self) -> None:
-        # compiled code of one job must not serve (or count toward) the next in-process job
+        # compiled code of one job must not serve (or count toward) the next in-process job;
+        # torch is already loaded here (a job ran), so this import costs nothing
+        import torch
+
         torch._dynamo.reset()
+

@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+from rlsweep.toggles.base import Toggle
 
-from rlsweep.config import TrainConfig
-from rlsweep.toggles.base import Runtime, Toggle
+if TYPE_CHECKING:
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
 
-_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class DtypeConfig:
+    """Autocast compute dtype; float32 means no autocast."""
+
+    name: str = "float32"
 
 
 class DtypeToggle(Toggle):
     name = "dtype"
+    schema = DtypeConfig
+    key = "dtype.name"
+    values = DTYPES
     off_value = "float32"
-
-    def value(self, cfg: TrainConfig) -> Any:
-        return cfg.dtype.name
+    on = ("dtype=bfloat16",)
+    doc = "torch.autocast on the job's device around forwards and losses; GradScaler for float16 on CUDA"
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
         if cfg.dtype.name == "float32":
             return
-        rt.autocast_dtype = _DTYPES[cfg.dtype.name]
+        import torch
+
+        rt.autocast_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype.name]
         # float16 gradients underflow without loss scaling; bfloat16 has float32's range
         rt.use_grad_scaler = cfg.dtype.name == "float16" and rt.is_cuda

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-import torch
+from rlsweep.toggles.base import Toggle
 
-from rlsweep.config import TrainConfig
-from rlsweep.toggles.base import Runtime, Toggle
+if TYPE_CHECKING:
+    import torch
+
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
 
 
 class NonBlockingToggle(Toggle):
     name = "non_blocking"
+    schema = bool
+    values = (False, True)
     off_value = False
-
-    def value(self, cfg: TrainConfig) -> Any:
-        return cfg.non_blocking
+    on = ("non_blocking=true",)
+    doc = ".to(device, non_blocking=...) for host->device copies (CUDA only)"
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         if cfg.non_blocking and device.type != "cuda":

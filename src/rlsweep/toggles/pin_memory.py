@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-import torch
+from rlsweep.toggles.base import Toggle
 
-from rlsweep.config import TrainConfig
-from rlsweep.toggles.base import Runtime, Toggle
+if TYPE_CHECKING:
+    import torch
+
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
 
 
 class PinMemoryToggle(Toggle):
     name = "pin_memory"
+    schema = bool
+    values = (False, True)
     off_value = False
-
-    def value(self, cfg: TrainConfig) -> Any:
-        return cfg.pin_memory
+    on = ("pin_memory=true",)
+    doc = "host->device copies go through .pin_memory() first (CUDA only)"
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         if cfg.pin_memory and device.type != "cuda":

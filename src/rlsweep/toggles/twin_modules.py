@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rlsweep.config import TrainConfig
-from rlsweep.toggles.base import Runtime, Toggle
+from rlsweep.toggles.base import Toggle
+
+if TYPE_CHECKING:
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
 
 
 class TwinModulesToggle(Toggle):
     name = "twin_modules"
+    schema = bool
+    values = (False, True)
     off_value = False
-
-    def value(self, cfg: TrainConfig) -> Any:
-        return cfg.twin_modules
+    on = ("twin_modules=true",)
+    doc = "acting uses eval-mode twins sharing the same Parameters instead of .eval()/.train() around each call"
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
         rt.twin_modules = cfg.twin_modules

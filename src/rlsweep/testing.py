@@ -1,0 +1,214 @@
+"""The algorithm contract, for your own test suite: run it on your algorithm before a sweep.
+
+rlsweep runs this same contract over its built-in algorithms and over ``examples/td3``. Subclass
+:class:`AlgorithmContract` in a pytest module (the class name must start with ``Test``)::
+
+    from rlsweep.testing import AlgorithmContract
+
+    class TestMyTD3(AlgorithmContract):
+        algo = "my_td3"                      # conf/algo/my_td3.yaml in your config dir
+        config_dir = "path/to/myproj/conf"   # what you pass to --config-dir
+        tiny = ["algo.learning_starts=32", "algo.batch_size=16", "total_env_steps=160"]
+        incompatible_env = "cartpole"        # an env your algorithm cannot drive (None: none)
+        learning_bar = (20_000, -300.0)      # slow test: final return >= bar on 2 of 3 seeds
+
+Each check composes the real Hydra configs (rlsweep's ``conf/`` plus ``config_dir``) and trains
+for real: every phase is timed, the same seed gives the same numbers, every hyper-parameter of
+the schema is read, an incompatible env is refused before launch, a non-finite loss stops the
+job, and a job stopped by a signal resumes from its checkpoint with exactly the numbers of an
+uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+#: rlsweep's own config directory (the checkout's conf/)
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+#: what every contract job adds: a short, quiet, single-threaded job with W&B off
+QUIET = ("warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1")
+
+
+def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> Any:
+    """The typed config ``python -m sweeps.train [--config-dir config_dir] overrides...`` would run."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from rlsweep.config import register_configs, to_object
+
+    register_configs()
+    extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=[*extra, *overrides])
+    return to_object(cfg)
+
+
+def parameters(algo: Any) -> dict[str, Any]:
+    """Every parameter and buffer of an algorithm's networks, by qualified name (float32 copies)."""
+    out = {}
+    for name, module in algo.modules().items():
+        for k, v in module.state_dict().items():
+            out[f"{name}.{k}"] = v.detach().clone().float()
+    return out
+
+
+class AlgorithmContract:
+    """What every algorithm meets. Subclass it with a ``Test`` name; set the class attributes."""
+
+    #: the option of the ``algo`` config group (``algo=<this>``)
+    algo: ClassVar[str]
+    #: the config directory holding ``algo/<algo>.yaml`` when it is not rlsweep's own
+    config_dir: ClassVar[str | Path | None] = None
+    #: overrides for a job of a second or so that still updates in its steady iterations
+    tiny: ClassVar[Sequence[str]]
+    #: an env whose action space the algorithm cannot drive (None: it drives every kind)
+    incompatible_env: ClassVar[str | None]
+    #: learning bar: (total_env_steps, final_return threshold), judged on 2 of 3 seeds (slow)
+    learning_bar: ClassVar[tuple[int, float]]
+    #: phases every steady iteration records
+    phases: ClassVar[tuple[str, ...]] = ("env_step", "act", "h2d", "d2h", "update")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__name__.startswith("Test"):
+            return  # an intermediate base (pytest collects only Test classes)
+        for attr in ("algo", "tiny", "incompatible_env", "learning_bar"):
+            if not hasattr(cls, attr):
+                raise TypeError(f"{cls.__name__} must set {attr}")
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def cfg(self, *overrides: str) -> Any:
+        """The algorithm's tiny job with ``overrides``."""
+        return compose([f"algo={self.algo}", *self.tiny, *QUIET, *overrides], self.config_dir)
+
+    def train(self, *overrides: str, **kwargs: Any) -> Any:
+        from rlsweep.runner import train
+
+        return train(self.cfg(*overrides), **kwargs)
+
+    # -- the contract --------------------------------------------------------------------------------
+    def test_runs_and_times_every_phase(self) -> None:
+        import numpy as np
+
+        cfg = self.cfg()
+        out = self.train()
+        assert 0 < out.env_steps <= cfg.total_env_steps
+        assert out.env_steps == out.iterations * out.algo.iteration_env_steps
+        assert out.updates > 0
+        for phase in self.phases:
+            t = out.timings[phase]
+            assert t["count"] > 0, phase
+            assert 0 < t["p10_ms"] <= t["median_ms"] <= t["p90_ms"], phase
+        assert out.throughput["env_steps_per_s"] > 0
+        assert out.throughput["steady_iterations"] == len(out.throughput["per_iteration_env_steps_per_s"]) > 0
+        assert np.isfinite(out.learning["final_return"])
+        assert out.learning["eval_episodes"] == cfg.eval_episodes
+
+    def test_same_seed_same_numbers(self) -> None:
+        import torch
+
+        a, b = self.train(), self.train()
+        assert a.env_steps == b.env_steps
+        assert a.learning["curve"]["episode_return"] == b.learning["curve"]["episode_return"]
+        assert a.learning["curve"]["env_steps"] == b.learning["curve"]["env_steps"]
+        pa, pb = parameters(a.algo), parameters(b.algo)
+        assert all(torch.equal(pa[k], pb[k]) for k in pa)
+
+    def test_every_hyper_parameter_is_used(self) -> None:
+        """Config parity: no schema field that the algorithm's module ignores."""
+        from rlsweep.algos import algorithm_class
+        from rlsweep.config import AlgoConfig
+
+        cls = algorithm_class(self.cfg().algo._target_)
+        source = inspect.getsource(inspect.getmodule(cls))
+        generic = {f.name for f in dataclasses.fields(AlgoConfig)} - {"hidden_sizes", "activation", "lr", "gamma"}
+        for field in dataclasses.fields(cls.config_class):
+            if field.name in generic:
+                continue
+            assert f".{field.name}" in source, f"algo.{field.name} is in the schema but the module never reads it"
+
+    def test_rejects_incompatible_env(self) -> None:
+        import pytest
+
+        from rlsweep.validate import validate
+
+        if self.incompatible_env is None:
+            pytest.skip("drives both discrete and continuous actions")
+        errors = validate(compose([f"algo={self.algo}", f"env={self.incompatible_env}"], self.config_dir))
+        assert any(" needs a " in e and "action space" in e for e in errors), errors
+
+    def test_non_finite_loss_stops_the_job(self) -> None:
+        import pytest
+
+        from rlsweep.algos.base import NonFiniteLossError
+
+        with pytest.raises(NonFiniteLossError, match=r"non-finite loss at update \d+"):
+            self.train("algo.lr=1e30", "total_env_steps=2048")
+
+    def test_resume_from_checkpoint_is_exact(self, tmp_path: Path) -> None:
+        """Stopped by a signal after 3 iterations and resumed: same numbers as one straight run."""
+        import pytest
+        import torch
+
+        from rlsweep.signals import Interrupted
+
+        extra = ("total_env_steps=768",)
+        straight = self.train(*extra)
+        ckpt = tmp_path / "checkpoint.pt"
+        calls = {"n": 0}
+
+        def stop_after_three(row: dict, env_steps: int) -> None:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        with pytest.raises(Interrupted):
+            self.train(*extra, on_iteration=stop_after_three, checkpoint_path=ckpt)
+        assert ckpt.is_file()
+        resumed = self.train(*extra, checkpoint_path=ckpt)
+        assert resumed.requeues == 1 and resumed.resumed_at_env_steps == [3 * straight.algo.iteration_env_steps]
+        assert resumed.env_steps == straight.env_steps
+        assert resumed.learning["curve"]["episode_return"] == straight.learning["curve"]["episode_return"]
+        assert resumed.learning["final_return"] == straight.learning["final_return"]
+        p0, p1 = parameters(straight.algo), parameters(resumed.algo)
+        assert all(torch.equal(p0[k], p1[k]) for k in p0)
+
+    def test_checkpoint_of_another_config_is_ignored(self, tmp_path: Path) -> None:
+        import pytest
+
+        from rlsweep.signals import Interrupted
+
+        ckpt = tmp_path / "checkpoint.pt"
+        calls = {"n": 0}
+
+        def stop(row: dict, env_steps: int) -> None:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        with pytest.raises(Interrupted):
+            self.train("total_env_steps=768", on_iteration=stop, checkpoint_path=ckpt)
+        other = self.train("total_env_steps=768", "seed=5", checkpoint_path=ckpt)
+        assert other.requeues == 0
+
+    def test_learns(self) -> None:
+        """The default hyper-parameters reach the bar on at least 2 of 3 seeds (marked slow by rlsweep's suite)."""
+        from rlsweep.runner import train
+
+        total, bar = self.learning_bar
+        finals = []
+        for seed in range(3):
+            cfg = compose([f"algo={self.algo}", f"seed={seed}", f"total_env_steps={total}", "progress=false",
+                           "logger.mode=disabled", "backend.num_threads=1"], self.config_dir)
+            finals.append(train(cfg).learning["final_return"])
+            if sum(f >= bar for f in finals) >= 2:
+                break
+        assert sum(f >= bar for f in finals) >= 2, f"final returns {finals} vs bar {bar}"
