@@ -11,31 +11,113 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import netrc
 import os
 import re
 import struct
 import time
 import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlsweep.config import LoggerConfig
+from rlsweep.config import LOGGER_MODES, LoggerConfig
 
 log = logging.getLogger(__name__)
 
 
-def has_wandb_credentials() -> bool:
-    """True when ``wandb login`` or WANDB_API_KEY provides a key (no network involved)."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    path = os.environ.get("NETRC", str(Path.home() / ".netrc"))
+#: rlsweep's defaults for what neither the config nor W&B's environment variables set
+DEFAULT_MODE = "offline"
+DEFAULT_PROJECT = "rlsweep"
+#: every WANDB_MODE value wandb 0.31 accepts (``wandb.Settings.mode``), as the rlsweep mode it
+#: means; None: valid for wandb, not run by rlsweep. wandb itself fails to start (even with an
+#: explicit ``mode=``) when WANDB_MODE holds anything else, an empty value included.
+_WANDB_ENV_MODES: dict[str, str | None] = {
+    "offline": "offline", "online": "online", "disabled": "disabled",
+    "dryrun": "offline", "run": "online",  # wandb's older names
+    "shared": None,
+}
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    """Where and how a job logs to W&B, after the config and W&B's environment variables.
+
+    Attributes:
+        mode: offline | online | disabled.
+        project: The W&B project.
+        entity: The W&B entity (None: the account's default one).
+        dir: The folder W&B writes under (runs go to ``<dir>/wandb/``); None: the job's own folder.
+        mode_source: What chose the mode: ``logger.mode``, ``WANDB_MODE`` or ``default``.
+    """
+
+    mode: str
+    project: str
+    entity: str | None
+    dir: str | None
+    mode_source: str
+
+
+def resolved_logger(cfg: LoggerConfig, environ: Mapping[str, str] | None = None) -> WandbSettings:
+    """The W&B settings of ``cfg``: each of ``mode``, ``project``, ``entity``, ``dir`` left None in
+    the config comes from W&B's variable (WANDB_MODE, WANDB_PROJECT, WANDB_ENTITY, WANDB_DIR), else
+    from rlsweep's default (offline, rlsweep, the account's entity, the job's folder).
+
+    The values are passed to ``wandb.init`` explicitly, so they hold even where wandb was already
+    set up in the process before (it reads its variables once).
+
+    Raises:
+        ValueError: WANDB_MODE holds a value W&B or rlsweep cannot run with (the message is for the user).
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("WANDB_MODE")
+    choices = ", ".join(LOGGER_MODES)
+    if cfg.mode is not None:
+        mode, source = cfg.mode, "logger.mode"
+        if raw is not None and raw not in _WANDB_ENV_MODES and cfg.mode != "disabled":
+            raise ValueError(f"WANDB_MODE={raw!r} in the environment is not valid, and W&B does not start with it "
+                             f"even with logger.mode={cfg.mode}; set it to one of: {choices}, or unset it")
+    elif raw is not None:
+        mode, source = _WANDB_ENV_MODES.get(raw), "WANDB_MODE"
+        if mode is None:
+            raise ValueError(f"WANDB_MODE={raw!r} in the environment is not valid for rlsweep; set it to one of: "
+                             f"{choices}, unset it, or choose with logger.mode=...")
+    else:
+        mode, source = DEFAULT_MODE, "default"
+    root = cfg.dir or env.get("WANDB_DIR") or None
+    return WandbSettings(
+        mode=mode,
+        project=cfg.project or env.get("WANDB_PROJECT") or DEFAULT_PROJECT,
+        entity=cfg.entity or env.get("WANDB_ENTITY") or None,
+        dir=str(Path(root).expanduser().absolute()) if root else None,
+        mode_source=source,
+    )
+
+
+def wandb_credentials_problem() -> str | None:
+    """Why W&B cannot log in from here, or None when it can (no network involved).
+
+    Uses wandb's own lookup, without prompting and without storing anything: WANDB_API_KEY (or
+    WANDB_IDENTITY_TOKEN_FILE), the .netrc entry of the W&B host (NETRC, WANDB_BASE_URL and the
+    settings files honoured), then the ``api_key`` of W&B's settings files.
+    """
     try:
-        hosts = netrc.netrc(path).hosts
-    except (OSError, netrc.NetrcParseError):
-        return False
-    base = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].rstrip("/")
-    return any(base in host for host in hosts)
+        from wandb.sdk import wandb_setup
+        from wandb.sdk.lib import wbauth
+
+        settings = wandb_setup.singleton().settings
+        auth = wbauth.authenticate_session(host=settings.base_url, source="rlsweep", prompt=False,
+                                           update_session=False)
+    except (ImportError, AttributeError, TypeError):  # another wandb version's layout: not judged here
+        return None
+    except Exception as exc:  # noqa: BLE001 - e.g. AuthenticationError: a key in the wrong format
+        return scrub(f"the W&B credentials found cannot be used ({type(exc).__name__}: {exc})")
+    return None if auth is not None else "no W&B credentials were found"
+
+
+def has_wandb_credentials() -> bool:
+    """True when W&B finds credentials to log in with (see :func:`wandb_credentials_problem`)."""
+    return wandb_credentials_problem() is None
 
 
 #: environment variable names that look like they hold a credential
@@ -179,7 +261,11 @@ def _internal_errors(run_dir: str | Path) -> list[str]:
 
 
 class Tracker:
-    """One W&B run for one job (or nothing, in ``disabled`` mode)."""
+    """One W&B run for one job (or nothing, in ``disabled`` mode).
+
+    ``cfg`` is resolved with :func:`resolved_logger` (``settings``); the run is written under
+    ``output_dir`` unless the config or WANDB_DIR names another folder.
+    """
 
     def __init__(
         self,
@@ -197,17 +283,18 @@ class Tracker:
         self.run: Any = None
         self.run_dir: str | None = None
         self.run_id = run_id
-        self.mode = cfg.mode
-        if cfg.mode == "disabled":
+        self.settings = resolved_logger(cfg)
+        self.mode = self.settings.mode
+        if self.mode == "disabled":
             return
         secrets = secret_values()
         try:
             import wandb
 
             self.run = wandb.init(
-                mode=cfg.mode,
-                project=scrub(cfg.project, secrets),
-                entity=scrub(cfg.entity, secrets),
+                mode=self.mode,
+                project=scrub(self.settings.project, secrets),
+                entity=scrub(self.settings.entity, secrets),
                 group=scrub(group, secrets),
                 job_type=job_type,
                 name=scrub(name, secrets),
@@ -215,7 +302,7 @@ class Tracker:
                 config=scrub(config, secrets),
                 id=run_id,
                 resume="allow",
-                dir=str(output_dir),
+                dir=self.settings.dir or str(output_dir),
                 reinit="finish_previous",
                 settings=wandb.Settings(
                     console="off",  # the job's output stays in the job's log, not in W&B

@@ -14,9 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from rlsweep.config import LoggerConfig
 from rlsweep.report.model import Job, Report, WandbTarget
 from rlsweep.report.render import cell_text, effects_table, summary_table
-from rlsweep.tracking import run_group, stable_run_id
+from rlsweep.tracking import resolved_logger, run_group, stable_run_id
 
 WANDB_MODES = ("offline", "online")
 
@@ -29,21 +30,36 @@ def wandb_group(sweep_dir: str | os.PathLike[str], group: str | None) -> str:
 def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
     """Where the sweep's jobs logged to W&B, read from their result records.
 
-    The first record whose ``config.logger.mode`` is offline or online gives the mode, project,
-    entity and group. None when no job logged to W&B (``disabled``, or no readable record).
+    The first record whose W&B mode is offline or online gives the mode, project, entity, folder
+    and group: as the job resolved them (``record["logging"]``, the config and W&B's environment
+    variables of the job), else from its ``config.logger`` (records written before the job resolved
+    them, see :func:`rlsweep.tracking.resolved_logger`). None when no job logged to W&B
+    (``disabled``, or no readable record).
     """
     for job in jobs:
         config = job.record.get("config")
         logger = config.get("logger") if isinstance(config, dict) else None
-        if not isinstance(logger, dict) or logger.get("mode") not in WANDB_MODES:
+        if not isinstance(logger, dict):
+            continue
+        logged = job.record.get("logging")
+        if isinstance(logged, dict) and "wandb_project" in logged:
+            mode, project, entity, root = (logged.get(f"wandb_{k}") for k in ("mode", "project", "entity", "dir"))
+        else:
+            try:
+                s = resolved_logger(LoggerConfig(**{k: logger.get(k) for k in ("mode", "project", "entity", "dir")}))
+            except ValueError:  # WANDB_MODE unusable here
+                continue
+            mode, project, entity, root = s.mode, s.project, s.entity, s.dir
+        if mode not in WANDB_MODES:
             continue
         info = job.record.get("job")
         job_sweep_dir = info.get("sweep_dir") if isinstance(info, dict) else None
         return WandbTarget(
-            mode=logger["mode"],
-            project=logger.get("project"),
-            entity=logger.get("entity"),
+            mode=mode,
+            project=project,
+            entity=entity,
             group=wandb_group(job_sweep_dir or sweep_dir.resolve(), logger.get("group")),
+            dir=root,
         )
     return None
 
@@ -66,7 +82,8 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
 
     Args:
         report: The computed report; ``report.wandb`` says where (None: nothing is logged).
-        out_dir: The report folder; the run is written under ``<out_dir>/wandb/``.
+        out_dir: The report folder; the run is written under ``<out_dir>/wandb/`` (or under the
+            jobs' W&B folder, ``<target.dir>/wandb/``, when they logged to one).
         files: The report files written; the PNGs among them are logged as images.
 
     Returns:
@@ -88,7 +105,7 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
             # one report run per sweep: running the report again continues it instead of adding one
             id=stable_run_id(out_dir),
             resume="allow",
-            dir=str(out_dir),
+            dir=target.dir or str(out_dir),
             config={
                 "sweep_dir": str(report.sweep_dir),
                 "baseline": report.baseline_spec,
