@@ -2,12 +2,15 @@
 
 Every malformed invocation exits non-zero before any job starts, with one clear message and no
 Python traceback (unless RLSWEEP_DEBUG=1 asks for one), and leaves no output folder behind: not
-the one it was given, nor Hydra's default ones under the working directory. The invocations run
-two at a time in fresh working directories; a representative subset runs as a sweep (-m) too.
+the one it was given, nor Hydra's default ones under the working directory. The message appears
+once: not also as the warning Hydra makes of an exception in a callback, nor again when Hydra goes
+on to compose the same job. The invocations run two at a time in fresh working directories; a
+representative subset runs as a sweep (-m) too.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +34,8 @@ class Case:
 
     ``out`` is where the run (or with ``-m``, the sweep) is told to write; ``{tmp}`` is the case's
     own folder; None passes no folder (Hydra's defaults under the working directory apply).
+    ``message`` must appear exactly once in stderr; ``status`` is the exit status where it is
+    rlsweep's (2), None where Hydra or argparse reports the error (any non-zero status).
     """
 
     id: str
@@ -40,6 +45,7 @@ class Case:
     out: str | None = "{tmp}/out"
     env: dict[str, str] = field(default_factory=dict)
     flags: tuple[str, ...] = ()  # command-line flags, after the overrides (argparse wants them together)
+    status: int | None = None
 
 
 BOTH = ("run", "multirun")
@@ -56,6 +62,8 @@ CASES = [
     Case("slurm-limit-shorter-than-its-signal", ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=2"),
          "hydra.launcher.timeout_min=2 leaves no time to train", modes=("multirun",)),
     Case("launcher-typo", ("hydra/launcher=submitit_locall",), "Could not find 'hydra/launcher/submitit_locall'"),
+    Case("no-local-job-at-a-time", ("hydra/launcher=submitit_local", "hydra.launcher.max_parallel=0"),
+         "hydra.launcher.max_parallel=0: at least 1 job must run at a time", modes=("multirun",), status=2),
     Case("group-name-typo", ("envv=cartpole",), "Key 'envv' not in 'TrainConfig'"),
     Case("unknown-key", ("algo.nonexistent=1",), "Key 'nonexistent' not in 'PPOConfig'", modes=BOTH),
     Case("key-typo", ("algo.learning_rate=0.1",), "Key 'learning_rate' not in 'PPOConfig'"),
@@ -65,8 +73,17 @@ CASES = [
     Case("unknown-flag", ("--frobnicate",), "unrecognized arguments: --frobnicate"),
     Case("conflicting-flags", (), "Only one of --run, --multirun", modes=("multirun",), flags=("--cfg", "job")),
     # wrong types
-    Case("bool-not-bool", ("twin_modules=maybe",), "twin_modules", modes=BOTH),
+    Case("bool-not-bool", ("twin_modules=maybe",), "Value 'maybe' is not a valid bool", modes=BOTH),
     Case("int-not-int", ("seed=abc",), "Value 'abc' of type 'str' could not be converted to Integer"),
+    # ... in one job of a sweep: Hydra composed the sweep without it, the callback composes each job
+    Case("wrong-type-in-a-sweep", ("algo.lr=0.001,abc",), "Value 'abc' of type 'str' could not be converted to Float",
+         modes=("multirun",), status=2),
+    Case("option-typo-in-a-sweep", ("compile=none,bogus",), "Could not find 'compile/bogus'", modes=("multirun",),
+         status=2),
+    Case("new-key", ("+foo=1",), "Key 'foo' not in 'TrainConfig'", modes=("multirun",), status=2),
+    # broken sweep syntax
+    Case("unclosed-range", ("seed=range(0,3",), "no viable alternative at input 'range(0,3'", modes=("multirun",)),
+    Case("zero-step-range", ("seed=range(0,3,0)",), "range() arg 3 must not be zero", modes=("multirun",), status=2),
     Case("int-given-float", ("total_env_steps=1.5",), "Value '1.5' of type 'float' could not be converted to Integer"),
     Case("float-not-float", ("algo.lr=fast",), "could not be converted to Float"),
     Case("list-not-list", ("algo.hidden_sizes=64",), "int is not a ListConfig, list or tuple"),
@@ -84,7 +101,11 @@ CASES = [
     Case("gamma-above-one", ("algo.gamma=1.5",), "algo.gamma must be in (0, 1]"),
     Case("eps-fraction-above-one", ("algo=dqn", "algo.exploration_fraction=2"),
          "algo.exploration_fraction must be in [0.0, 1.0]"),
+    Case("overflowing-lr", ("algo.lr=1e999",), "algo.lr must be finite, got inf", modes=("multirun",), status=2),
     Case("negative-warmup", ("warmup_iters=-1",), "warmup_iters must be >= 0"),
+    Case("negative-seed", ("seed=-1",), "seed must be in [0, 4294967295], got -1", status=2),  # numpy's range
+    Case("seed-too-large", ("seed=0,4294967296",), "seed must be in [0, 4294967295], got 4294967296",
+         modes=("multirun",), status=2),
     Case("huge-eval", ("eval_episodes=100000",), "eval_episodes must be in [0, 1000]"),
     Case("zero-episode-limit", ("env.max_episode_steps=0",), "env.max_episode_steps must be > 0"),
     Case("zero-threads", ("backend.num_threads=0",), "backend.num_threads must be > 0"),
@@ -93,6 +114,8 @@ CASES = [
     # environments
     Case("env-id-typo", ("env.id=CartPol-v1",), "Did you mean: CartPole-v1", modes=BOTH),
     Case("unknown-env-id", ("env.id=NoSuchEnv-v9",), "'NoSuchEnv-v9' is not a registered gymnasium environment"),
+    Case("unknown-env-id-in-a-sweep", ("env.id=Nope-v0,CartPole-v1",),
+         "'Nope-v0' is not a registered gymnasium environment", modes=("multirun",), status=2),
     Case("env-module-missing", ("env.id=no_such_module:Foo-v0",), "module 'no_such_module' cannot be imported"),
     Case("vectorization-typo", ("env.vectorization=threads",), "env.vectorization='threads' is not valid"),
     # algorithm / env mismatches
@@ -122,6 +145,8 @@ CASES = [
          modes=BOTH),
     Case("output-dir-under-a-file", (), "is a file", out="{tmp}/a-file/out", modes=BOTH),
     Case("unbalanced-quote-in-dir", (), "override_grammar", out="'{tmp}/my sweep", modes=BOTH),
+    Case("unresolvable-dir", (), "Environment variable 'RLSWEEP_NO_SUCH_VAR' not found",
+         out="${{oc.env:RLSWEEP_NO_SUCH_VAR}}/out", modes=BOTH, status=2),
     Case("resume-without-its-folder", ("resume=true",), "resume=true needs the folder", out=None, modes=BOTH),
 ]
 
@@ -166,8 +191,8 @@ def test_the_table_is_big_enough() -> None:
 def test_bad_input_fails_before_any_job_with_one_message(outcomes: dict, case: Case, mode: str) -> None:
     result = outcomes[(case.id, mode)]
     proc = result["proc"]
-    assert proc.returncode != 0
-    assert case.message in proc.stderr, proc.stderr[-3000:]
+    assert (proc.returncode != 0) if case.status is None else (proc.returncode == case.status), proc.stderr[-3000:]
+    assert proc.stderr.count(case.message) == 1, proc.stderr[-3000:]  # once: not also a warning, nor again
     assert "Traceback" not in proc.stderr + proc.stdout
     assert len([line for line in proc.stderr.splitlines() if line.strip()]) <= 20  # one message, not a log
     assert "training" not in proc.stdout + proc.stderr  # no job started
@@ -188,6 +213,20 @@ def test_rlsweep_debug_shows_the_traceback(tmp_path: Path, args: list[str], trac
     assert proc.returncode != 0
     assert all(t in proc.stderr for t in trace), proc.stderr[-3000:]
     assert not out.exists()
+
+
+def test_a_refused_sweep_leaves_its_folder_as_it_was(tmp_path: Path) -> None:
+    """Refused for the finished job its folder holds: no report of that folder written or printed."""
+    sweep = tmp_path / "sweep"
+    (sweep / "0").mkdir(parents=True)
+    (sweep / "0" / "result.json").write_text(json.dumps({"status": "ok"}))
+    before = sorted(sweep.rglob("*"))
+    proc = subprocess.run([sys.executable, "-m", "sweeps.train", "-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("already holds 1 finished job(s)") == 1, proc.stderr[-3000:]
+    assert proc.stdout == ""
+    assert sorted(sweep.rglob("*")) == before
 
 
 def test_a_valid_sweep_folder_with_spaces_and_quotes_works_end_to_end(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def debug_enabled() -> bool:
 def _fail(lines: list[str], job: str | None = None, cause: BaseException | None = None,
           title: str = "invalid configuration") -> None:
     where = f" (job with overrides: {job})" if job else ""
-    msg = "\n".join(f"  - {line}" for line in lines)
+    msg = "\n".join("  - " + line.replace("\n", "\n    ") for line in lines)
     text = f"rlsweep: {title}{where}:\n{msg}\nNothing was run."
     if debug_enabled():
         # Hydra turns exceptions of callbacks into warnings: print the traceback, then stop
@@ -58,10 +58,25 @@ def _fail(lines: list[str], job: str | None = None, cause: BaseException | None 
     raise SystemExit(2)
 
 
+def _error_lines(exc: BaseException) -> list[str]:
+    """An exception as the message Hydra would print for it (its own errors: without their type)."""
+    from hydra.errors import CompactHydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(exc, CompactHydraException):  # ConfigCompositionException, MissingConfigException, ...
+        lines = [str(exc).strip()]
+        if isinstance(exc.__cause__, OmegaConfBaseException):  # e.g. the ValidationError of a merge
+            lines[0] += "\n" + str(exc.__cause__).strip()
+        return lines
+    return [f"{type(exc).__name__}: {exc}"]
+
+
 def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> None:
     cause = None
     try:
         errors = _choice_errors(cfg) + validate(to_object(cfg), check_device=check_device)
+    except ConfigError as exc:  # e.g. algo._target_ names no importable Algorithm
+        errors, cause = [str(exc)], exc
     except Exception as exc:  # noqa: BLE001 - e.g. an interpolation that cannot resolve
         errors, cause = [f"{type(exc).__name__}: {exc}"], exc
     if errors:
@@ -105,7 +120,12 @@ def _launcher_errors(config: DictConfig) -> list[str]:
 
     Submitit asks Slurm for USR2 ``signal_delay_s`` before ``timeout_min``; Slurm may send it up to
     a minute earlier than that, and a job receiving it checkpoints and requeues instead of training.
+    Also a limit on local jobs at once (``hydra.launcher.max_parallel``) below 1.
     """
+    max_parallel = OmegaConf.select(config, "hydra.launcher.max_parallel", default=None)
+    if isinstance(max_parallel, int) and max_parallel < 1:
+        return [f"hydra.launcher.max_parallel={max_parallel}: at least 1 job must run at a time; "
+                "null = as many as fit: this machine's CPUs // each job's threads"]
     if not _runs_elsewhere(config):
         return []
     timeout_min = OmegaConf.select(config, "hydra.launcher.timeout_min", default=None)
@@ -226,7 +246,27 @@ def _resume_requested(config: DictConfig) -> bool:
 
 
 class RLSweepCallback(Callback):
+    """Hydra turns an exception of a callback into a warning and goes on to create the output
+    folder and run the jobs, which fail on the same error again: every check here ends with
+    ``_fail`` (SystemExit, which Hydra lets through), also for an error nobody foresaw."""
+
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self._check_run(config)
+        except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
+            _fail(_error_lines(exc), cause=exc)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self._check_sweep(config)
+        except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
+            _fail(_error_lines(exc), cause=exc)
+        # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
+        LAST_SWEEP_DIR[:] = [str(config.hydra.sweep.dir)]
+        LAST_LAUNCHER[:] = [str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]]
+
+    @staticmethod
+    def _check_run(config: DictConfig) -> None:
         _check(config, check_device=True)
         out = Path(str(config.hydra.run.dir))
         LAST_RUN_DIR[:] = [str(out)]
@@ -238,17 +278,20 @@ class RLSweepCallback(Callback):
             _fail(["resume=true needs the folder of the run to resume: add hydra.run.dir=<that folder>"])
         _check_finished_run(config, out, resume)
 
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        LAST_SWEEP_DIR[:] = [str(config.hydra.sweep.dir)]
-        LAST_LAUNCHER[:] = [str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]]
+    @staticmethod
+    def _check_sweep(config: DictConfig) -> None:
         launcher_errors = _launcher_errors(config)
         if launcher_errors:
             _fail(launcher_errors)
         check_device = not _runs_elsewhere(config)
         jobs = []
         for overrides in _expand_sweep(config):
-            cfg = _compose(config, overrides)
-            _check(cfg, check_device=check_device, job=" ".join(overrides))
+            job = " ".join(overrides)
+            try:  # Hydra composed the sweep's base config; a job's own values are first composed here
+                cfg = _compose(config, overrides)
+            except Exception as exc:  # noqa: BLE001 - every kind: composition, parse, missing option, type
+                _fail(_error_lines(exc), job, exc)
+            _check(cfg, check_device=check_device, job=job)
             jobs.append((overrides, cfg))
         problem = _output_dir_problem(str(config.hydra.sweep.dir))
         if problem:

@@ -103,7 +103,7 @@ class Toggle(ABC):
         """Every reason this toggle's settings cannot run; subclasses add their conflicts."""
         value = self.value(cfg)
         if self.values is not None and value not in self.values:
-            return [f"{self.key}={text(value)!s} is not valid; choose one of: {', '.join(map(text, self.values))}"]
+            return [f"{self.key}={value!r} is not valid; choose one of: {', '.join(map(text, self.values))}"]
         return []
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
