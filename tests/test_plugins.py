@@ -32,7 +32,8 @@ def _plugin_conf(tmp_path: Path, body: str) -> Path:
     ("algo:\n  _target_: rlsweep.algos.nope.X\n", [], "cannot be imported"),
     ("algo:\n  _target_: examples.td3.td3.TD3\n", ["+algo.momentum=0.9"], "algo.momentum is not a hyper-parameter"),
     ("algo:\n  _target_: examples.td3.td3.TD3\n  tau: abc\n", [], "algo.tau"),
-], ids=["no-module", "not-an-algorithm", "no-class", "unknown-hyper-parameter", "wrong-type"])
+    ("algo:\n  _target_: examples.td3.td3.TD3\n  policy_frequency: 0\n", [], "algo.policy_frequency must be >= 1"),
+], ids=["no-module", "not-an-algorithm", "no-class", "unknown-hyper-parameter", "wrong-type", "plugin-check"])
 def test_a_broken_plugin_fails_before_any_job_with_one_message(tmp_path, body, extra, message) -> None:
     _assert_refused(tmp_path, body, extra, message, multirun=False)
 
@@ -66,8 +67,9 @@ def test_td3_plugin_trains_from_its_own_config_dir(tmp_path) -> None:
 
 
 def test_a_toggle_sweep_over_the_td3_plugin_ends_with_its_report(tmp_path) -> None:
+    """As a user types it: -m after the overrides it sweeps (Hydra alone wants it before them)."""
     sweep = tmp_path / "sweep"
-    proc = run_train(["-m", "--config-dir", str(TD3_CONF), "algo=td3", "twin_modules=false,true",
+    proc = run_train(["--config-dir", str(TD3_CONF), "algo=td3", "-m", "twin_modules=false,true",
                       f"hydra.sweep.dir={sweep}", *QUICK])
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [read_result(sweep / str(n)) for n in range(2)]

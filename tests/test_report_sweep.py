@@ -153,5 +153,5 @@ def test_report_again_with_another_baseline(sweep: Path) -> None:
     assert "W&B" not in proc.stdout
     data = json.loads((sweep / "report" / "report.json").read_text())
     assert data["baseline"]["spec"] == {"twin_modules": "true", "inplace": "false"}
-    assert data["baseline"]["cells"] == ["twin_modules=true inplace=false"]
+    assert data["baseline"]["cells"] == ["inplace=false twin_modules=true"]  # toggles in TOGGLES order
     assert len(list((sweep / "report" / "wandb").glob("offline-run-*"))) == 1

@@ -120,3 +120,12 @@ def test_async_vector_envs_give_the_sync_result(tmp_path: Path) -> None:
     for key in ("env_steps", "episode_return"):  # (wall times differ)
         assert asyn["learning"]["curve"][key] == sync["learning"]["curve"][key]
     assert asyn["learning"]["eval_returns"] == sync["learning"]["eval_returns"]
+
+
+def test_the_multirun_flag_may_come_anywhere() -> None:
+    from rlsweep.cli import multirun_flag_first
+
+    assert multirun_flag_first(["--config-dir", "c", "algo=td3", "-m", "seed=0,1"]) == [
+        "-m", "--config-dir", "c", "algo=td3", "seed=0,1"]
+    assert multirun_flag_first(["algo=td3", "seed=1"]) == ["algo=td3", "seed=1"]
+    assert multirun_flag_first(["--multirun", "seed=0,1"]) == ["--multirun", "seed=0,1"]

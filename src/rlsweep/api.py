@@ -15,7 +15,7 @@ from __future__ import annotations
 from rlsweep.algos.base import Algorithm, NonFiniteLossError, check_finite
 from rlsweep.algos.functional import AdamState, adam_state, adam_step_, clip_grad_norm, functional_forward
 from rlsweep.buffers import ReplayBuffer
-from rlsweep.config import AlgoConfig, TrainConfig
+from rlsweep.config import AlgoConfig, ConfigError, TrainConfig
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import layer_init, mlp
 from rlsweep.runtime import Runtime
@@ -25,6 +25,7 @@ __all__ = [
     "PHASES",
     "AdamState",
     "AlgoConfig",
+    "ConfigError",
     "Algorithm",
     "NonFiniteLossError",
     "PhaseTimer",

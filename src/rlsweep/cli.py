@@ -37,6 +37,7 @@ def train_entry() -> Iterator[None]:
 
     if debug_enabled():
         os.environ["HYDRA_FULL_ERROR"] = "1"
+    sys.argv[1:] = multirun_flag_first(sys.argv[1:])
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with finish_sweep():
@@ -59,6 +60,18 @@ def train_entry() -> Iterator[None]:
         raise SystemExit(1) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def multirun_flag_first(args: list[str]) -> list[str]:
+    """``-m``/``--multirun`` moved before the overrides, wherever it was typed.
+
+    Hydra's argument parser takes the overrides as one run of positional arguments, so
+    ``--config-dir conf algo=td3 -m compile=none,default`` would end in "unrecognized arguments".
+    """
+    flags = [a for a in args if a in ("-m", "--multirun")]
+    if not flags or "--" in args:
+        return args
+    return [flags[0], *(a for a in args if a not in ("-m", "--multirun"))]
 
 
 def _override(key: str, path: str) -> str:

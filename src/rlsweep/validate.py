@@ -150,6 +150,7 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
                           "or use logger.mode=offline (sync later with `wandb sync`)")
 
     algo_cls = algorithm_class(a._target_)
+    errors += algo_cls.validate_config(cfg)
     space = _env_action_space(cfg.env.id, errors)
     if space is not None and not isinstance(space, algo_cls.action_spaces):
         import gymnasium as gym

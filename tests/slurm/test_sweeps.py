@@ -145,3 +145,33 @@ def test_cancelled_job_is_reported_within_bounded_time(slurm_cluster, tmp_path: 
     assert "UncompletedJobError" in out or "cancel" in out.lower()
     assert elapsed < 90
     print(f"cancel reported after {elapsed:.1f} s")
+
+
+def test_a_plugin_algorithm_is_preempted_requeued_and_resumed_like_a_built_in(slurm_cluster, tmp_path: Path) -> None:
+    """The TD3 example from its own config dir: imported on the node by _target_, checkpointed, resumed."""
+    sweep = tmp_path / "sweep"
+    budget = 6_000
+    proc = _start_sweep(["--config-dir", str(ROOT / "examples" / "td3" / "conf"), "algo=td3", "seed=0",
+                         f"total_env_steps={budget}", "algo.learning_starts=500", "algo.hidden_sizes=[64,64]",
+                         "progress=false", "eval_episodes=2", "logger.mode=offline",
+                         "hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=60",
+                         "hydra.launcher.max_num_timeout=1", f"hydra.sweep.dir={sweep}"])
+    try:
+        job_dir = sweep / "0"
+        log = job_dir / "train.log"
+        _wait_for(lambda: log.is_file() and "training td3 on" in log.read_text(), 120, "the job to start training")
+        time.sleep(1.0)
+        job_id = _running_job_id(sweep)
+        assert job_id is not None
+        subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    record = read_result(job_dir)
+    assert record["status"] == "ok" and record["algo"] == "td3"
+    assert record["job"]["launcher"] == "SlurmLauncher"
+    assert record["requeues"] == 1 and 0 < record["resumed_at_env_steps"][0] < budget
+    assert record["env_steps"] == budget
+    assert (sweep / "report" / "summary.md").is_file()

@@ -44,6 +44,16 @@ class Algorithm(ABC):
         self.updates = 0
         self.episodes: list[tuple[float, int, int]] = []  # (return, length, env_steps at end)
 
+    @classmethod
+    def validate_config(cls, cfg: TrainConfig) -> list[str]:
+        """Every reason ``cfg.algo`` cannot run, one message each (checked for every job before launch).
+
+        rlsweep checks the hyper-parameters every algorithm has (``lr``, ``gamma``, ``num_envs``,
+        ``hidden_sizes``, ``activation``) and common names (``batch_size``, ``tau``, ...); an
+        algorithm adds the checks of its own hyper-parameters here.
+        """
+        return []
+
     @property
     @abstractmethod
     def iteration_env_steps(self) -> int:

@@ -1,0 +1,1 @@
+"""TD3 on rlsweep's public API: an algorithm plugin that lives outside the rlsweep package."""

@@ -1,0 +1,283 @@
+"""TD3: Twin Delayed DDPG (Fujimoto et al., 2018), written only against ``rlsweep.api``.
+
+It reads like CleanRL's ``td3_continuous_action.py``; rlsweep adds the toggles and the timers.
+
+The math. A deterministic actor ``mu(s) = bias + scale * tanh(MLP(s))`` acts inside the action
+box; twin critics ``Q1``, ``Q2``; slowly moving copies of all three (``mu'``, ``Q1'``, ``Q2'``).
+
+- acting:  ``a = clip(mu(s) + scale * exploration_noise * eps, low, high)``, ``eps ~ N(0, I)``;
+  uniformly random actions for the first ``learning_starts`` env steps;
+- target policy smoothing:  ``a' = clip(mu'(s') + scale * clip(policy_noise * eps', -noise_clip,
+  noise_clip), low, high)``;
+- clipped double Q:  ``y = r + gamma * (1 - terminated) * min(Q1'(s', a'), Q2'(s', a'))``;
+- critic loss:  ``mean((Q1(s, a) - y)^2) + mean((Q2(s, a) - y)^2)``, one Adam step per env step;
+- delayed policy update, every ``policy_frequency`` gradient steps:  actor loss
+  ``-mean(Q1(s, mu(s)))``, one Adam step, then every target moves toward its network:
+  ``theta' <- theta' + tau * (theta - theta')`` (Polyak).
+
+Where rlsweep's toggles act (as in its built-in SAC):
+
+- every network is ``mlp(...)``: the ReLUs follow ``inplace``; output layers stay float32 under
+  autocast (``dtype``);
+- acting (``self._act``, compiled as "act") runs on an eval-mode actor: a twin sharing the
+  parameters, or the actor switched with ``.eval()``/``.train()`` (``twin_modules``);
+- observations and every replay batch are copied host->device with ``rt.h2d``, actions come back
+  with ``rt.d2h`` (``pin_memory``, ``non_blocking``);
+- forwards and losses run under ``rt.autocast()`` (``dtype``), with a GradScaler for float16 on CUDA;
+- one gradient step (target, critic step, and on policy steps the actor step) is compiled as
+  "update" (``compile``); whether it is a policy step is a Python bool argument that dynamo
+  specialises on, as it does on each of the two optimizers: every variant is compiled in the first
+  two gradient steps, none later;
+- the target networks' Polyak update is in place or not (``rt.polyak_update``, ``inplace``).
+
+Exploration and smoothing noise are drawn eagerly from torch's seeded generator and passed into
+the (possibly compiled) functions, so compiled and eager runs use the same random numbers.
+
+    python -m sweeps.train --config-dir examples/td3/conf algo=td3
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlsweep.api import AlgoConfig, Algorithm, PhaseTimer, ReplayBuffer, Runtime, TrainConfig, check_finite, mlp
+
+
+@dataclass
+class TD3Config(AlgoConfig):
+    """CleanRL's TD3 hyper-parameters, scaled to learn Pendulum-v1 in 20k env steps."""
+
+    _target_: str = "examples.td3.td3.TD3"  # the Algorithm class this config builds
+    name: Optional[str] = "td3"  # noqa: UP045 - OmegaConf reads the annotation: Optional, not X | None
+    lr: float = 1e-3  # Adam learning rate of actor and critics (CleanRL: 3e-4)
+    gamma: float = 0.99  # discount factor
+    num_envs: int = 1  # environments stepped together
+    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])  # MLP widths (CleanRL: 256x256)
+    activation: str = "relu"  # hidden activation
+    buffer_size: int = 1_000_000  # replay capacity in transitions
+    batch_size: int = 256  # replay samples per gradient step
+    learning_starts: int = 1_000  # env steps of uniformly random actions before learning (CleanRL: 25e3)
+    steps_per_iteration: int = 250  # env steps per iteration (timing and logging granularity)
+    tau: float = 0.005  # Polyak factor of the target networks
+    policy_noise: float = 0.2  # std of the target policy smoothing noise, in units of the action scale
+    noise_clip: float = 0.5  # the smoothing noise is clipped to +-noise_clip (same units)
+    exploration_noise: float = 0.1  # std of the acting noise, in units of the action scale
+    policy_frequency: int = 2  # gradient steps per delayed actor + target update
+
+
+class Actor(nn.Module):
+    """mu(s) = bias + scale * tanh(MLP(s)): a deterministic action inside the box [low, high]."""
+
+    def __init__(self, obs_dim: int, act_dim: int, a: TD3Config, rt: Runtime, low: np.ndarray,
+                 high: np.ndarray) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, a.hidden_sizes, act_dim, rt, a.activation)
+        self.register_buffer("scale", torch.as_tensor((high - low) / 2.0, dtype=torch.float32))
+        self.register_buffer("bias", torch.as_tensor((high + low) / 2.0, dtype=torch.float32))
+        self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("high", torch.as_tensor(high, dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.net(obs)) * self.scale + self.bias
+
+    def clip(self, action: torch.Tensor) -> torch.Tensor:
+        return action.clamp(self.low, self.high)
+
+
+class QNetwork(nn.Module):
+    """Q(s, a) from the concatenated observation and action."""
+
+    def __init__(self, obs_dim: int, act_dim: int, a: TD3Config, rt: Runtime) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim + act_dim, a.hidden_sizes, 1, rt, a.activation)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
+
+
+class TD3(Algorithm):
+    name = "td3"
+    config_class = TD3Config
+    action_spaces = (gym.spaces.Box,)
+
+    @classmethod
+    def validate_config(cls, cfg: TrainConfig) -> list[str]:
+        """TD3's own hyper-parameters (rlsweep checks lr, gamma, tau, batch_size, ...), before any job runs."""
+        a: TD3Config = cfg.algo  # type: ignore[assignment]
+        errors = [f"algo.{key} must be >= 0, got {getattr(a, key)}"
+                  for key in ("policy_noise", "noise_clip", "exploration_noise") if not getattr(a, key) >= 0]
+        if a.policy_frequency < 1:
+            errors.append(f"algo.policy_frequency must be >= 1, got {a.policy_frequency}")
+        return errors
+
+    def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
+        super().__init__(cfg, envs, rt, timer)
+        a: TD3Config = cfg.algo  # type: ignore[assignment]
+        self.a = a
+        obs_space, act_space = envs.single_observation_space, envs.single_action_space
+        obs_dim, self.act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
+        self.low, self.high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
+        dev = self.device
+
+        # networks, their targets, optimizers
+        self.actor = Actor(obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
+        self.q1, self.q2 = (QNetwork(obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        self.actor_target = Actor(obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
+        self.q1_target, self.q2_target = (QNetwork(obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        for target, net in ((self.actor_target, self.actor), (self.q1_target, self.q1), (self.q2_target, self.q2)):
+            target.load_state_dict(net.state_dict())
+            target.requires_grad_(False)
+        self.params = [*self.actor.parameters(), *self.q1.parameters(), *self.q2.parameters()]
+        self.target_params = [*self.actor_target.parameters(), *self.q1_target.parameters(),
+                              *self.q2_target.parameters()]
+        self.critic_opt = torch.optim.Adam([*self.q1.parameters(), *self.q2.parameters()], lr=a.lr)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=a.lr)
+        self.scaler = rt.grad_scaler()  # float16 on CUDA only, else None
+
+        # the toggles' places: acting modules (twin_modules) and the compiled functions (compile)
+        self.acting = rt.acting_modules(self.actor)
+        self.act_fn = rt.compile(self._act, "act")
+        self.update_fn = rt.compile(self._update_step, "update")
+
+        self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, act_space.shape, np.float32,
+                                   seed=cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)  # the random actions before learning_starts
+        self.next_obs, _ = envs.reset(seed=cfg.seed)
+
+    @property
+    def iteration_env_steps(self) -> int:
+        return max(1, self.a.steps_per_iteration // self.a.num_envs) * self.a.num_envs
+
+    # -- acting --------------------------------------------------------------------------------
+    def _act(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Exploration action for ``obs``, with the given standard-normal ``noise``."""
+        (actor,) = self.acting.modules
+        with self.rt.autocast():
+            action = actor(obs)
+        return actor.clip(action + noise * (self.a.exploration_noise * actor.scale))
+
+    def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return self.actor(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).cpu().numpy()
+
+    # -- one iteration ----------------------------------------------------------------------------
+    def iteration(self) -> dict[str, float]:
+        a, rt, timer = self.a, self.rt, self.timer
+        next_obs = self.next_obs
+        critic_losses: list[torch.Tensor] = []
+        actor_losses: list[torch.Tensor] = []
+        for _ in range(self.iteration_env_steps // a.num_envs):
+            if self.env_steps < a.learning_starts:
+                actions = self.rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim)).astype(np.float32)
+            else:
+                noise = torch.randn((a.num_envs, self.act_dim), device=self.device)
+                t = timer.start()
+                obs_t = rt.h2d(next_obs, torch.float32)
+                timer.stop("h2d", t)
+                t = timer.start()
+                with torch.no_grad(), self.acting:
+                    action = self.act_fn(obs_t, noise)
+                timer.stop("act", t)
+                t = timer.start()
+                actions = rt.d2h(action)
+                timer.stop("d2h", t)
+
+            next_obs = self.step_and_store(next_obs, actions, self.buffer)  # timed as env_step
+
+            if self.env_steps >= a.learning_starts:
+                critic_loss, actor_loss = self._gradient_step()
+                critic_losses.append(critic_loss)
+                if actor_loss is not None:
+                    actor_losses.append(actor_loss)
+        self.next_obs = next_obs
+
+        if not critic_losses:
+            return {"updated": 0.0}
+        stats = [torch.stack(critic_losses)] + ([torch.stack(actor_losses)] if actor_losses else [])
+        check_finite(torch.cat(stats), self.updates)  # the iteration's one host sync (+ the means below)
+        means = torch.stack([s.mean() for s in stats]).tolist()
+        metrics = {"critic_loss": means[0], "updated": 1.0}
+        if actor_losses:
+            metrics["actor_loss"] = means[1]
+        return metrics
+
+    def _gradient_step(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        a, rt, timer = self.a, self.rt, self.timer
+        batch = self.buffer.sample(a.batch_size)
+        noise = torch.randn((a.batch_size, self.act_dim), device=self.device)  # target policy smoothing
+        policy_step = self.updates % a.policy_frequency == 0  # delayed policy updates
+        t = timer.start()
+        obs = rt.h2d(batch["obs"])
+        actions = rt.h2d(batch["actions"])
+        rewards = rt.h2d(batch["rewards"])
+        next_obs = rt.h2d(batch["next_obs"])
+        terminated = rt.h2d(batch["terminated"])
+        timer.stop("h2d", t)
+        t = timer.start()
+        critic_loss, actor_loss = self.update_fn(obs, actions, rewards, next_obs, terminated, noise, policy_step)
+        if policy_step:
+            rt.polyak_update(self.target_params, self.params, a.tau)
+        timer.stop("update", t)
+        self.updates += 1
+        return critic_loss, actor_loss
+
+    def _update_step(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
+                     terminated: torch.Tensor, noise: torch.Tensor,
+                     policy_step: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One critic step, and on a policy step one actor step: (critic loss, actor loss or None)."""
+        a, rt = self.a, self.rt
+        with torch.no_grad(), rt.autocast():
+            smoothing = (noise * a.policy_noise).clamp(-a.noise_clip, a.noise_clip) * self.actor_target.scale
+            next_actions = self.actor_target.clip(self.actor_target(next_obs) + smoothing)
+            q_next = torch.min(self.q1_target(next_obs, next_actions), self.q2_target(next_obs, next_actions))
+            target = rewards + a.gamma * (1.0 - terminated) * q_next
+        with rt.autocast():
+            critic_loss = nn.functional.mse_loss(self.q1(obs, actions), target) + nn.functional.mse_loss(
+                self.q2(obs, actions), target)
+        self._minimize(critic_loss, self.critic_opt)
+        if not policy_step:
+            return critic_loss.detach(), None
+
+        with rt.autocast():
+            actor_loss = -self.q1(obs, self.actor(obs)).mean()
+        self._minimize(actor_loss, self.actor_opt)  # the critics' gradients it leaves are cleared next step
+        return critic_loss.detach(), actor_loss.detach()
+
+    def _minimize(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        if self.scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(optimizer)
+            self.scaler.update()
+
+    # -- state ---------------------------------------------------------------------------------------
+    def modules(self) -> dict[str, nn.Module]:
+        return {"actor": self.actor, "q1": self.q1, "q2": self.q2, "actor_target": self.actor_target,
+                "q1_target": self.q1_target, "q2_target": self.q2_target}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"actor_opt": self.actor_opt, "critic_opt": self.critic_opt}
+
+    def extra_state(self) -> dict[str, Any]:
+        # self.updates, the gradient-step counter that times the delayed policy updates, is
+        # checkpointed by rlsweep itself (with env_steps and the episodes), as are torch's RNGs
+        state = {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state, "next_obs": self.next_obs}
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        return state
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.buffer.load_state_dict(state["buffer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.next_obs = state["next_obs"]
+        if self.scaler is not None:
+            self.scaler.load_state_dict(state["scaler"])
