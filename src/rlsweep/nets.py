@@ -40,10 +40,7 @@ class MLP(nn.Sequential):
 
     For the layers ``mlp`` builds it calls ``F.linear`` on the layer's current parameters and the
     activation's torch op, without ``Module.__call__`` or the layers' Python ``forward``: at
-    acting batch sizes every Python call is a real share of the forward. Measured in the PPO
-    collection loop (8 CartPole envs, 64-wide actor, env steps in between): 149 -> 135 us per
-    step; a layer-by-layer ``forward`` (no ``__call__``) had taken 30.4 -> 24.9 us off batch-1
-    256-wide DQN acting before that.
+    acting batch sizes every Python call is a real share of the forward (docs/results/profiling.md).
 
     Parameters are read from each layer's ``_parameters`` at call time, so
     ``torch.func.functional_call``, ``load_state_dict`` and ``.to()`` act as on ``nn.Sequential``;

@@ -1,5 +1,9 @@
 """DQN: epsilon-greedy Q-learning from a replay buffer, with a target network and Huber loss.
 
+The math is written once, in the loss section (TD target, Huber TD loss); both update paths call
+it: the eager step (``_update_step``: autograd + torch.optim) and the compiled single-graph step
+(``_single_graph_update_step``: torch.func, on CPU).
+
 Where the toggles act:
 - the greedy forward (``self._act``, compiled as "act") runs on an eval-mode Q-network: a twin
   or the original switched with ``.eval()``/``.train()`` (``twin_modules``); its Q-values come to
@@ -23,6 +27,8 @@ has happened since the last one copies equal values, and is skipped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -39,6 +45,9 @@ from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
 _TARGET_CHUNK_ROWS = 512
+
+#: the Q-network as the loss sees it: obs -> Q-values of every action; a module, or its forward with given parameters
+QFn = Callable[[torch.Tensor], torch.Tensor]
 
 
 class DQN(Algorithm):
@@ -90,6 +99,27 @@ class DQN(Algorithm):
         span = max(1.0, a.exploration_fraction * self.total_env_steps)
         frac = min(1.0, self.env_steps / span)
         return a.start_eps + frac * (a.end_eps - a.start_eps)
+
+    # -- the loss: written once, called by both update paths -----------------------------------------
+    # The Q-network comes in as a callable: the module itself (eager, autograd), or its forward
+    # with the given parameters (``torch.func``, the compiled single-graph step).
+    def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, next_q_target: torch.Tensor,
+                   terminated: torch.Tensor) -> torch.Tensor:
+        """r + gamma * (1 - terminated) * Q_target(s', a'): a' the online net's argmax (double Q) or the target's."""
+        a = self.a
+        with torch.no_grad(), self.rt.autocast():
+            if a.double_q:
+                best = self.q(next_obs).argmax(-1, keepdim=True)
+                next_q = next_q_target.gather(-1, best).squeeze(-1)
+            else:
+                next_q = next_q_target.max(-1).values
+            return rewards + a.gamma * (1.0 - terminated) * next_q
+
+    def _td_loss(self, q: QFn, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Huber loss between Q(s, a) of the taken actions and the TD target."""
+        with self.rt.autocast():
+            q_taken = q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return nn.functional.smooth_l1_loss(q_taken, target)
 
     # -- acting --------------------------------------------------------------------------------
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
@@ -166,24 +196,13 @@ class DQN(Algorithm):
     def _next_q_target(self, next_obs: torch.Tensor) -> torch.Tensor:
         """The target network's Q-values of a whole burst's next observations, in 512-row chunks.
 
-        Chunks, because a layer's activations then stay in cache: for 8192 rows of a 256x256 MLP,
-        one forward took 34 ms, 512-row chunks 17 ms, 64-row ones (a batch per step) 24 ms.
+        Chunks, because a layer's activations then stay in cache: faster than one forward over the
+        whole burst, and than one per gradient step's batch (docs/results/profiling.md).
         """
         rows = next_obs.reshape(-1, *next_obs.shape[2:])
         with self.rt.autocast():
             q = torch.cat([self.q_target(chunk) for chunk in rows.split(_TARGET_CHUNK_ROWS)])
         return q.reshape(*next_obs.shape[:2], -1)
-
-    def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, next_q_target: torch.Tensor,
-                   terminated: torch.Tensor) -> torch.Tensor:
-        a = self.a
-        with torch.no_grad(), self.rt.autocast():
-            if a.double_q:
-                best = self.q(next_obs).argmax(-1, keepdim=True)
-                next_q = next_q_target.gather(-1, best).squeeze(-1)
-            else:
-                next_q = next_q_target.max(-1).values
-            return rewards + a.gamma * (1.0 - terminated) * next_q
 
     def _update_step(
         self,
@@ -197,9 +216,7 @@ class DQN(Algorithm):
         """One gradient step with autograd and torch.optim.Adam (eager; or compiled with a GradScaler)."""
         a = self.a
         target = self._td_target(rewards, next_obs, next_q_target, terminated)
-        with self.rt.autocast():
-            q = self.q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        loss = nn.functional.smooth_l1_loss(q, target)
+        loss = self._td_loss(self.q, obs, actions, target)
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -225,13 +242,15 @@ class DQN(Algorithm):
         exp_avgs: list[torch.Tensor],
         exp_avg_sqs: list[torch.Tensor],
     ) -> torch.Tensor:
-        """The same step as :meth:`_update_step` as one traceable function (compiled only)."""
+        """The same step as :meth:`_update_step` as one traceable function (compiled only).
+
+        The same loss, taken as a function of the parameters (``torch.func``), with the global-norm
+        clip and Adam on the optimizer's state.
+        """
         target = self._td_target(rewards, next_obs, next_q_target, terminated)
 
         def loss_of(params: list[torch.Tensor]) -> torch.Tensor:
-            with self.rt.autocast():
-                q = self._q_forward(params, obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-            return nn.functional.smooth_l1_loss(q, target)
+            return self._td_loss(partial(self._q_forward, params), obs, actions, target)
 
         grads, loss = torch.func.grad_and_value(loss_of)([p.detach() for p in self.params])
         grads = F.clip_grad_norm(grads, self.a.max_grad_norm)

@@ -77,8 +77,8 @@ def _once(scalars: torch.Tensor) -> torch.Tensor:
     """``scalars``, computed once per call instead of once per vector of every parameter.
 
     Inductor inlines scalar pointwise math into each kernel that reads it, so Adam's two ``pow``
-    were evaluated for every 8 floats of every parameter: 3x the cost of the whole Adam step
-    (profiled: 460 vs 160 us for a 256x256 Q-network). A reduction is always its own buffer.
+    would be evaluated for every 8 floats of every parameter, and they would be most of the Adam
+    step's cost (docs/results/profiling.md). A reduction is always its own buffer.
     """
     return scalars.unsqueeze(-1).amax(-1)
 

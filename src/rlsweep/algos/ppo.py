@@ -1,5 +1,9 @@
 """PPO: clipped surrogate objective, GAE, discrete (categorical) or continuous (Gaussian) actions.
 
+The math is written once: GAE (``_gae``) and the loss (``_losses``, from the networks' outputs);
+both update paths call it: the eager step (``_update_step``: autograd + torch.optim) and the
+compiled single-graph step (``_single_graph_update_step``: torch.func, on CPU).
+
 Where the toggles act:
 - acting runs on eval-mode modules: twins or the originals switched with ``.eval()``/``.train()``
   (``twin_modules``). Per env step only the actor's forward runs on the device (``self._act``,
@@ -15,8 +19,8 @@ Where the toggles act:
 - the rollout is kept where its data comes from: observations, actions, rewards and done flags in
   host (numpy) arrays. They cross to the device once per rollout, before the batched evaluation and
   the update, through ``rt.h2d`` too: ``pin_memory`` and ``non_blocking`` act on that copy as well
-  (on CPU it is a view, no copy). Per step, a numpy row write costs under 1 us where indexing a
-  torch tensor cost ~4 us (profiled at 8 envs);
+  (on CPU it is a view, no copy). Per step, a numpy row write is cheaper than indexing a torch
+  tensor, whose every op pays the dispatcher (docs/results/profiling.md);
 - the whole update step (forward, loss, backward, clip, optimizer step) is one compiled function
   ("update");
 - activations and advantage normalisation follow ``inplace``; forwards run under ``dtype`` autocast.
@@ -95,7 +99,8 @@ class PPO(Algorithm):
         # Compiled, the update step is written functionally (torch.func gradients + Adam on the
         # optimizer's own state tensors) so forward, backward, clip and Adam form ONE graph:
         # ``loss.backward()`` and ``optimizer.step()`` would split it into three, and at PPO's
-        # minibatch sizes the per-graph call overhead is the step's cost (profiled: ~3x).
+        # minibatch sizes the per-graph call overhead is most of the step's cost
+        # (docs/results/profiling.md).
         # Eager keeps autograd + torch.optim.Adam: the baseline every toggle is compared with.
         # CPU only for now: on CUDA, Adam keeps its step counters on the host (non-capturable),
         # and that mixed-device graph has not been verified on a GPU yet.
@@ -132,6 +137,34 @@ class PPO(Algorithm):
     def num_iterations(self, total_env_steps: int) -> int:
         self.total_iterations = super().num_iterations(total_env_steps)
         return self.total_iterations
+
+    # -- the loss: written once, called by both update paths -----------------------------------------
+    def _losses(self, out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor, act: torch.Tensor,
+                old_logp: torch.Tensor, adv: torch.Tensor, ret: torch.Tensor, old_val: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """PPO's loss from the networks' outputs (``adv`` already normalised); (loss, detached stats)."""
+        a = self.a
+        value = value.squeeze(-1)
+        if self.discrete:
+            logp_all = torch.log_softmax(out, dim=-1)
+            logp = logp_all.gather(-1, act.unsqueeze(-1)).squeeze(-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        else:
+            std = log_std.exp()
+            logp = (-0.5 * ((act - out) / std).pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+            entropy = (0.5 + 0.5 * _LOG_2PI + log_std).sum().expand(out.shape[0])
+        logratio = logp - old_logp
+        ratio = logratio.exp()
+        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - a.clip_coef, 1 + a.clip_coef)).mean()
+        if a.clip_vloss:
+            v_clipped = old_val + (value - old_val).clamp(-a.clip_coef, a.clip_coef)
+            v_loss = 0.5 * torch.max((value - ret).pow(2), (v_clipped - ret).pow(2)).mean()
+        else:
+            v_loss = 0.5 * (value - ret).pow(2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - a.ent_coef * ent + a.vf_coef * v_loss
+        approx_kl = ((ratio.detach() - 1) - logratio.detach()).mean()
+        return loss, torch.stack([loss.detach(), pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl])
 
     # -- acting --------------------------------------------------------------------------------
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
@@ -205,7 +238,7 @@ class PPO(Algorithm):
         self.done_host.fill(0.0)  # set at the steps where episodes end
         next_obs = self.next_obs
         # nothing made here reaches autograd: inference tensors skip its version counters and view
-        # tracking, ~15 us less per acting call at 8 envs, eager or compiled (profiled)
+        # tracking, a real share of a small acting call, eager or compiled (docs/results/profiling.md)
         with torch.inference_mode():
             for step in range(a.num_steps):
                 t = timer.start()
@@ -269,9 +302,9 @@ class PPO(Algorithm):
         a = self.a
         with torch.no_grad():
             last_value = self.critic(last_obs).squeeze(-1)
-            # GAE runs on the host: its 2 x num_steps sequential tiny steps cost ~5x less as numpy
-            # ops than as torch ops (profiled: ~95 -> ~17 ms per 2048-step rollout), with the same
-            # float32 operations in the same order (bit-identical advantages)
+            # GAE runs on the host: its 2 x num_steps sequential tiny steps are per-op overhead,
+            # several times lower for numpy ops than for torch ops; the same float32 operations in
+            # the same order (bit-identical advantages; docs/results/profiling.md)
             advantages = self.rt.h2d(_gae(np.asarray(rewards, dtype=np.float32), np.asarray(dones, dtype=np.float32),
                                           self.val_buf.cpu().numpy(), last_value.cpu().numpy(), a.gamma, a.gae_lambda))
             returns = advantages + self.val_buf
@@ -294,33 +327,6 @@ class PPO(Algorithm):
         mean = stats.mean(0).tolist()
         return {"loss": mean[0], "policy_loss": mean[1], "value_loss": mean[2], "entropy": mean[3],
                 "approx_kl": mean[4], "lr": float(self.lr), "updated": 1.0}
-
-    def _losses(self, out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor, act: torch.Tensor,
-                old_logp: torch.Tensor, adv: torch.Tensor, ret: torch.Tensor, old_val: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """PPO's loss from the networks' outputs (``adv`` already normalised); (loss, detached stats)."""
-        a = self.a
-        value = value.squeeze(-1)
-        if self.discrete:
-            logp_all = torch.log_softmax(out, dim=-1)
-            logp = logp_all.gather(-1, act.unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-        else:
-            std = log_std.exp()
-            logp = (-0.5 * ((act - out) / std).pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-            entropy = (0.5 + 0.5 * _LOG_2PI + log_std).sum().expand(out.shape[0])
-        logratio = logp - old_logp
-        ratio = logratio.exp()
-        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - a.clip_coef, 1 + a.clip_coef)).mean()
-        if a.clip_vloss:
-            v_clipped = old_val + (value - old_val).clamp(-a.clip_coef, a.clip_coef)
-            v_loss = 0.5 * torch.max((value - ret).pow(2), (v_clipped - ret).pow(2)).mean()
-        else:
-            v_loss = 0.5 * (value - ret).pow(2).mean()
-        ent = entropy.mean()
-        loss = pg_loss - a.ent_coef * ent + a.vf_coef * v_loss
-        approx_kl = ((ratio.detach() - 1) - logratio.detach()).mean()
-        return loss, torch.stack([loss.detach(), pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl])
 
     def _update_step(
         self,

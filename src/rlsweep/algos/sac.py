@@ -1,5 +1,9 @@
 """SAC: tanh-squashed Gaussian actor, twin Q critics with Polyak targets, learned temperature.
 
+The math is written once, in the losses section (soft target, critic, actor and temperature
+losses); both update paths call it: the eager step (``_update_step``: autograd + torch.optim) and
+the compiled single-graph step (``_single_graph_update_step``: torch.func, on CPU).
+
 Where the toggles act:
 - the acting forward (``self._act``, compiled as "act") runs on an eval-mode actor: a twin or
   the original switched with ``.eval()``/``.train()`` (``twin_modules``);
@@ -18,6 +22,8 @@ runs use the same random numbers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -34,6 +40,11 @@ from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+#: a critic as the losses see it: (obs, action) -> Q; a module, or its forward with given parameters
+QFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: the actor as the losses see it: (obs, noise) -> (action, log-probability)
+PolicyFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 class Actor(nn.Module):
@@ -117,6 +128,35 @@ class SAC(Algorithm):
     def iteration_env_steps(self) -> int:
         return max(1, self.a.steps_per_iteration // self.a.num_envs) * self.a.num_envs
 
+    # -- the losses: written once, called by both update paths -------------------------------------
+    # The networks come in as callables: the modules themselves (eager, autograd), or their forward
+    # with the given parameters (``torch.func``, the compiled single-graph step).
+    def _soft_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor,
+                     noise: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+        """r + gamma * (1 - terminated) * (min target Q(s', a') - alpha * log pi(a'|s')), a' ~ pi(s')."""
+        with torch.no_grad(), self.rt.autocast():
+            next_actions, next_logp = self.actor(next_obs, noise)
+            q_next = torch.min(self.q1_target(next_obs, next_actions), self.q2_target(next_obs, next_actions))
+            return rewards + self.a.gamma * (1.0 - terminated) * (q_next - alpha * next_logp)
+
+    def _critic_loss(self, q1: QFn, q2: QFn, obs: torch.Tensor, actions: torch.Tensor,
+                     target: torch.Tensor) -> torch.Tensor:
+        """Both critics regress onto the soft target (mean squared error)."""
+        with self.rt.autocast():
+            return nn.functional.mse_loss(q1(obs, actions), target) + nn.functional.mse_loss(q2(obs, actions), target)
+
+    def _actor_loss(self, actor: PolicyFn, q1: QFn, q2: QFn, obs: torch.Tensor, noise: torch.Tensor,
+                    alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """E[alpha * log pi(a|s) - min Q(s, a)], a ~ pi(s) reparameterised; (loss, detached log pi(a|s))."""
+        with self.rt.autocast():
+            pi_actions, logp = actor(obs, noise)
+            q_pi = torch.min(q1(obs, pi_actions), q2(obs, pi_actions))
+            return (alpha * logp - q_pi).mean(), logp.detach()
+
+    def _alpha_loss(self, log_alpha: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
+        """The temperature rises while the policy's entropy (-log pi) is below the target entropy."""
+        return (-log_alpha.exp() * (logp + self.target_entropy)).mean()
+
     # -- acting --------------------------------------------------------------------------------
     def _act(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         (actor,) = self.acting.modules
@@ -197,38 +237,25 @@ class SAC(Algorithm):
         noise: torch.Tensor,
     ) -> torch.Tensor:
         """One gradient step with autograd and torch.optim.Adam (eager)."""
-        a, rt = self.a, self.rt
         alpha = self.log_alpha.detach().exp()
         target = self._soft_target(rewards, next_obs, terminated, noise[0], alpha)
-        with rt.autocast():
-            critic_loss = nn.functional.mse_loss(self.q1(obs, actions), target) + nn.functional.mse_loss(
-                self.q2(obs, actions), target
-            )
+
+        critic_loss = self._critic_loss(self.q1, self.q2, obs, actions, target)
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_opt.step()
 
-        with rt.autocast():
-            pi_actions, logp = self.actor(obs, noise[1])
-            q_pi = torch.min(self.q1(obs, pi_actions), self.q2(obs, pi_actions))
-            actor_loss = (alpha * logp - q_pi).mean()
+        actor_loss, logp = self._actor_loss(self.actor, self.q1, self.q2, obs, noise[1], alpha)
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_opt.step()
 
-        if a.autotune_alpha:
-            alpha_loss = (-self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+        if self.a.autotune_alpha:
+            alpha_loss = self._alpha_loss(self.log_alpha, logp)
             self.alpha_opt.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_opt.step()
         return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha])
-
-    def _soft_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor,
-                     noise: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad(), self.rt.autocast():
-            next_actions, next_logp = self.actor(next_obs, noise)
-            q_next = torch.min(self.q1_target(next_obs, next_actions), self.q2_target(next_obs, next_actions))
-            return rewards + self.a.gamma * (1.0 - terminated) * (q_next - alpha * next_logp)
 
     def _single_graph_update_step(
         self,
@@ -242,7 +269,9 @@ class SAC(Algorithm):
     ) -> torch.Tensor:
         """The same step as :meth:`_update_step` plus the Polyak update, as one traceable function.
 
-        ``opt_state``: (steps, exp_avgs, exp_avg_sqs) of the critic, actor and temperature optimizers.
+        The same losses, taken as functions of the parameters (``torch.func``) with Adam on the
+        optimizers' state. ``opt_state``: (steps, exp_avgs, exp_avg_sqs) of the critic, actor and
+        temperature optimizers.
         """
         a, rt = self.a, self.rt
         critic_state, actor_state, alpha_state = (F.AdamState(*opt_state[i : i + 3]) for i in (0, 3, 6))
@@ -251,32 +280,25 @@ class SAC(Algorithm):
         alpha = self.log_alpha.detach().exp()
         target = self._soft_target(rewards, next_obs, terminated, noise[0], alpha)
 
-        def critic_loss_of(params: list[torch.Tensor]) -> torch.Tensor:
-            with rt.autocast():
-                q1 = q1_fwd(params[:n_q1], obs, actions)
-                q2 = q2_fwd(params[n_q1:], obs, actions)
-            return nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
+        def critic_loss_of(critic: list[torch.Tensor]) -> torch.Tensor:
+            q1, q2 = partial(q1_fwd, critic[:n_q1]), partial(q2_fwd, critic[n_q1:])
+            return self._critic_loss(q1, q2, obs, actions, target)
 
         grads, critic_loss = torch.func.grad_and_value(critic_loss_of)([p.detach() for p in self.critic_params])
         F.adam_step_(self.critic_params, grads, critic_state, self.critic_opt)
 
         critic = [p.detach() for p in self.critic_params]  # updated: the actor is judged by the new critics
+        q1, q2 = partial(q1_fwd, critic[:n_q1]), partial(q2_fwd, critic[n_q1:])
 
-        def actor_loss_of(params: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-            with rt.autocast():
-                pi_actions, logp = self._actor_fwd(params, obs, noise[1])
-                q_pi = torch.min(q1_fwd(critic[:n_q1], obs, pi_actions), q2_fwd(critic[n_q1:], obs, pi_actions))
-            return (alpha * logp - q_pi).mean(), logp.detach()
+        def actor_loss_of(actor: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+            return self._actor_loss(partial(self._actor_fwd, actor), q1, q2, obs, noise[1], alpha)
 
         grads, (actor_loss, logp) = torch.func.grad_and_value(actor_loss_of, has_aux=True)(
             [p.detach() for p in self.actor_params])
         F.adam_step_(self.actor_params, grads, actor_state, self.actor_opt)
 
         if a.autotune_alpha:
-            def alpha_loss_of(log_alpha: torch.Tensor) -> torch.Tensor:
-                return (-log_alpha.exp() * (logp + self.target_entropy)).mean()
-
-            alpha_grad = torch.func.grad(alpha_loss_of)(self.log_alpha.detach())
+            alpha_grad = torch.func.grad(self._alpha_loss)(self.log_alpha.detach(), logp)
             F.adam_step_([self.log_alpha], [alpha_grad], alpha_state, self.alpha_opt)
         rt.polyak_update(self.target_params, self.critic_params, a.tau)
         return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha])
