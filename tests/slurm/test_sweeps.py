@@ -85,6 +85,23 @@ def _running_job_id(sweep: Path) -> str | None:
     return names[0].split("_")[0] if names else None
 
 
+def _preempt_when_training(proc: subprocess.Popen[str], sweep: Path, algo: str) -> str:
+    """Once the sweep's first job trains, send it Slurm's preemption signal (USR2); the sweep's output."""
+    try:
+        # the runner logs this line once its stop-signal handlers are in place
+        log = sweep / "0" / "train.log"
+        _wait_for(lambda: log.is_file() and f"training {algo} on" in log.read_text(), 120, "the job to start training")
+        time.sleep(1.0)
+        job_id = _running_job_id(sweep)
+        assert job_id is not None
+        subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return out
+
+
 def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm_cluster, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     budget = 60_000
@@ -93,20 +110,9 @@ def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm_cluster
                          # submitit counts a USR2 within 10 min of the time limit as a time-out
                          "hydra.launcher.timeout_min=60", "hydra.launcher.max_num_timeout=1",
                          f"hydra.sweep.dir={sweep}"])
-    try:
-        job_dir = sweep / "0"
-        # the runner logs this line once its stop-signal handlers are in place
-        log = job_dir / "train.log"
-        _wait_for(lambda: log.is_file() and "training ppo on" in log.read_text(), 120, "the job to start training")
-        time.sleep(1.0)
-        job_id = _running_job_id(sweep)
-        assert job_id is not None
-        t_signal = time.monotonic()
-        subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    job_dir = sweep / "0"
+    t_start = time.monotonic()
+    out = _preempt_when_training(proc, sweep, "ppo")
     assert proc.returncode == 0, out[-3000:]
     record = read_result(job_dir)
     assert record["status"] == "ok"
@@ -123,7 +129,7 @@ def test_preempted_job_is_requeued_and_resumes_from_its_checkpoint(slurm_cluster
     assert first_steps and first_steps[-1] == record["resumed_at_env_steps"][0]
     assert resumed_steps[0] > first_steps[-1] and resumed_steps[-1] == record["env_steps"]
     assert resumed["summary"]["learning/final_return"] == record["learning"]["final_return"]
-    print(f"preemption: signal to finished {time.monotonic() - t_signal:.1f} s")
+    print(f"preemption: job start to sweep end {time.monotonic() - t_start:.1f} s")
 
 
 def test_cancelled_job_is_reported_within_bounded_time(slurm_cluster, tmp_path: Path) -> None:
@@ -156,18 +162,8 @@ def test_a_plugin_algorithm_is_preempted_requeued_and_resumed_like_a_built_in(sl
                          "progress=false", "eval_episodes=2", "logger.mode=offline",
                          "hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=60",
                          "hydra.launcher.max_num_timeout=1", f"hydra.sweep.dir={sweep}"])
-    try:
-        job_dir = sweep / "0"
-        log = job_dir / "train.log"
-        _wait_for(lambda: log.is_file() and "training td3 on" in log.read_text(), 120, "the job to start training")
-        time.sleep(1.0)
-        job_id = _running_job_id(sweep)
-        assert job_id is not None
-        subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    job_dir = sweep / "0"
+    out = _preempt_when_training(proc, sweep, "td3")
     assert proc.returncode == 0, out[-3000:]
     record = read_result(job_dir)
     assert record["status"] == "ok" and record["algo"] == "td3"

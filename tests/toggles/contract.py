@@ -33,7 +33,7 @@ ALGOS = ("ppo", "dqn", "sac", "td3")
 @functools.cache
 def reference_params(algo: str, *overrides: str) -> tuple[int, int, dict[str, torch.Tensor]]:
     """(env_steps, updates, parameters) of a tiny all-off run, shared by every toggle's test."""
-    out = train(tiny_cfg(algo, *overrides))
+    out = baseline_observation(algo, False).outcome if not overrides else train(tiny_cfg(algo, *overrides))
     return out.env_steps, out.updates, params_of(out.algo)
 
 
@@ -130,6 +130,27 @@ def baseline_observation(algo: str, record_ops: bool) -> Observation:
     return observe(tiny_cfg(algo), record_ops)
 
 
+@functools.cache
+def toggled_observation(algo: str, on: tuple[str, ...], record_ops: bool) -> tuple[Observation, dict[str, torch.Tensor]]:
+    """The tiny job of ``algo`` with a toggle on, observed, and its final parameters.
+
+    ``test_acts`` and ``test_matches_baseline_numerically`` share this one job: the instruments
+    (a mode-switch counter, an op recorder) change no number. The trained algorithm is dropped
+    (its replay buffer is large); its parameters are kept.
+    """
+    observation = observe(tiny_cfg(algo, *on), record_ops)
+    params = params_of(observation.outcome.algo)
+    observation.outcome.algo = None
+    return observation, params
+
+
+def assert_not_applicable_here(toggle: str, on: Observation, off: Observation) -> None:
+    """A CUDA-only toggle on a CPU job: recorded as set, not applied, with the reason (off: applied)."""
+    state = on.outcome.toggles[toggle]
+    assert state["value"] is True and not state["applied"] and "not applicable" in state["reason"]
+    assert off.outcome.toggles[toggle]["applied"]
+
+
 class ToggleContract:
     #: the toggle under test (its class gives the overrides that turn it on)
     toggle: ClassVar[type[Toggle]]
@@ -163,7 +184,7 @@ class ToggleContract:
     @pytest.mark.parametrize("algo", ALGOS)
     def test_acts(self, algo: str) -> None:
         """The toggle changes what the job does, observably, on every algorithm (or says it cannot)."""
-        on = observe(tiny_cfg(algo, *self.on), self.record_ops)
+        on = toggled_observation(algo, tuple(self.on), self.record_ops)[0]
         off = baseline_observation(algo, self.record_ops)
         self.assert_acts(on, off)
 
@@ -176,10 +197,10 @@ class ToggleContract:
     @pytest.mark.parametrize("algo", ALGOS)
     def test_matches_baseline_numerically(self, algo: str) -> None:
         env_steps, updates, p0 = reference_params(algo)
-        toggled = train(tiny_cfg(algo, *self.on))
+        observation, p1 = toggled_observation(algo, tuple(self.on), self.record_ops)
+        toggled = observation.outcome
         assert toggled.env_steps == env_steps
         assert toggled.updates == updates > 0
-        p1 = params_of(toggled.algo)
         assert p0.keys() == p1.keys()
         other_seed = reference_params(algo, "seed=1")[2]
         assert any(not torch.equal(p0[k], v) for k, v in other_seed.items()), (

@@ -30,6 +30,7 @@ from rlsweep.report.overrides import (
     split_override,
 )
 from rlsweep.report.wandb_log import wandb_target
+from rlsweep.toggles import text as override_text
 
 
 def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
@@ -279,15 +280,7 @@ def _sweep_arguments(multirun_yaml: Path) -> list[str]:
     hydra_cfg = cfg.get("hydra") or {}
     params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
     task = (hydra_cfg.get("overrides") or {}).get("task") or []
-    return [f"{k}={_yaml_text(v)}" for k, v in params.items()] + [str(t) for t in task]
-
-
-def _yaml_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
+    return [f"{k}={override_text(v)}" for k, v in params.items()] + [str(t) for t in task]
 
 
 def _expand_overrides(arguments: list[str], notes: list[str]) -> list[list[str]]:
