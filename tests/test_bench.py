@@ -95,6 +95,7 @@ def test_bench_without_sb3_or_with_bad_algo_fails_clearly() -> None:
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow  # a real sweep / measurement (tens of seconds): the slow tier
 def test_claims_table_structure() -> None:
     from rlsweep.bench import claims
 

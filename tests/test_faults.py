@@ -82,6 +82,7 @@ def test_a_crashing_and_a_diverging_job_do_not_take_the_sweep_down(tmp_path: Pat
     assert "1 ok" in summary and "2 failed" in summary
 
 
+@pytest.mark.slow  # a real sweep / measurement (tens of seconds): the slow tier
 def test_a_job_killed_with_sigkill_is_reported_and_the_others_finish(tmp_path: Path) -> None:
     """submitit_local: job 0 is SIGKILLed while job 1 still trains; the sweep waits for job 1, then reports."""
     sweep = tmp_path / "sweep"

@@ -77,6 +77,7 @@ def _at(stamp: str) -> dt.datetime:
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
+@pytest.mark.slow  # a real sweep / measurement (tens of seconds): the slow tier
 def test_a_local_sweep_runs_at_most_max_parallel_jobs_at_once_seed_major(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     proc = run_train(["-m", "experiment=smoke", "total_env_steps=512", "logger.mode=disabled", "progress=false",

@@ -104,6 +104,7 @@ def test_sweep_with_submitit_local(tmp_path: Path) -> None:
 # table-tested through this same entry point in test_bad_input.py.
 
 
+@pytest.mark.slow  # a real sweep / measurement (tens of seconds): the slow tier
 def test_async_vector_envs_give_the_sync_result(tmp_path: Path) -> None:
     """env.vectorization=async (one process per env) runs end to end and learns the very same numbers."""
     records = {}

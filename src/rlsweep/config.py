@@ -160,9 +160,9 @@ class JobConfig:
     resume: bool = False
 
 
-#: One training job: :class:`JobConfig` plus one field per toggle, declared by the toggle itself
-#: (``compile: CompileConfig``, ``dtype: DtypeConfig``, ``backend: BackendConfig``,
-#: ``pin_memory: bool``, ``non_blocking: bool``, ``twin_modules: bool``, ``inplace: bool``).
+#: One training job: :class:`JobConfig` plus one field per toggle, each declared by the toggle itself
+#: (``Toggle.field`` of type ``Toggle.schema``: a dataclass for a config group such as ``compile``,
+#: or a scalar such as ``twin_modules: bool``).
 TrainConfig = dataclasses.make_dataclass("TrainConfig", [t.config_field() for t in TOGGLES], bases=(JobConfig,))
 TrainConfig.__module__ = __name__
 TrainConfig.__doc__ = "One training job: JobConfig's fields plus one field per toggle (rlsweep.toggles.TOGGLES)."
