@@ -45,25 +45,25 @@ __all__ = ["TOGGLES", "Toggle", "ToggleState", "applied_toggles", "baseline", "r
            "text", "values"]
 
 
+def _each(cfg: TrainConfig) -> Iterator[tuple[Toggle, Any]]:
+    for t in TOGGLES:
+        toggle = t()
+        yield toggle, toggle.value(cfg)
+
+
 def values(cfg: TrainConfig) -> dict[str, Any]:
     """Every toggle's value in ``cfg``, by toggle name."""
-    return {t.name: t().value(cfg) for t in TOGGLES}
+    return {toggle.name: value for toggle, value in _each(cfg)}
 
 
 def run_name_fragments(cfg: TrainConfig) -> list[str]:
     """The run-name parts of the toggles that are on (``compile=default``, ``twin_modules``)."""
-    out = []
-    for t in TOGGLES:
-        toggle = t()
-        fragment = toggle.fragment(toggle.value(cfg))
-        if fragment:
-            out.append(fragment)
-    return out
+    return [f for toggle, value in _each(cfg) if (f := toggle.fragment(value))]
 
 
 def tags(cfg: TrainConfig) -> list[str]:
     """W&B tags of every toggle's value (``twin_modules=true``)."""
-    return [tag for t in TOGGLES for tag in t().tags(t().value(cfg))]
+    return [tag for toggle, value in _each(cfg) for tag in toggle.tags(value)]
 
 
 def baseline() -> dict[str, Any]:
