@@ -44,6 +44,22 @@ def test_single_run_writes_a_complete_record(single_run: dict) -> None:
     assert not [p for p in single_run["out"].iterdir() if p.name.endswith(".tmp")]
 
 
+def test_record_and_wandb_say_which_code_ran(single_run: dict) -> None:
+    import subprocess
+
+    import torch
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).parent).stdout.strip()
+    prov = single_run["record"]["provenance"]
+    assert prov["code"]["rlsweep"]["commit"] == head
+    assert isinstance(prov["code"]["rlsweep"]["dirty"], bool)
+    assert "algorithm" not in prov["code"]  # the built-in PPO lives in rlsweep's own repository
+    assert prov["versions"]["torch"] == torch.__version__ and prov["versions"]["hydra-core"] == "1.3.8"
+    config = read_wandb_run(single_run["record"]["logging"]["wandb_run_dir"])["config"]
+    assert config["code.commit"] == head and config["versions.torch"] == torch.__version__
+
+
 def test_single_run_prints_a_summary(single_run: dict) -> None:
     out = single_run["proc"].stdout
     assert "rlsweep ppo on CartPole-v1" in out and "env steps/s" in out and "final return" in out

@@ -13,6 +13,7 @@ A folder that already holds this job's finished (``ok``) record is never trained
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 import logging
 import os
@@ -25,9 +26,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import toggles
+from rlsweep.algos import algorithm_class
 from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import TrainConfig, to_object
-from rlsweep.results import RESULT_FILE, fingerprint, write_result
+from rlsweep.results import RESULT_FILE, fingerprint, provenance, write_result
 from rlsweep.runner import resolve_device, train
 from rlsweep.signals import Interrupted
 from rlsweep.tracking import Tracker, flatten, resolved_logger, run_group, scrub, secret_values, stable_run_id
@@ -181,6 +183,8 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         "device": str(resolve_device(tcfg.device)),
         "config": resolved,
         "started_at": _now(),
+        # which code ran: a resumed job may continue on another commit, and the report says so
+        "provenance": provenance(inspect.getsourcefile(algorithm_class(tcfg.algo._target_))),
     }
     wandb_settings = resolved_logger(tcfg.logger)  # the config, else W&B's environment variables
     # where W&B logs, in the running record too (the report reads it from any record)
@@ -205,7 +209,8 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
             job_type=tcfg.algo.name,
             tags=toggle_tags(tcfg),
             config={**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
-                    **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")}},
+                    **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
+                    **_provenance_columns(record["provenance"])},
             run_id=stable_run_id(out_dir),
         )
         outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
@@ -239,6 +244,16 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
                                  errors=tracker.errors if tracker is not None else [])
         write_result(out_dir, scrub(record, secrets))
+
+
+def _provenance_columns(prov: dict[str, Any]) -> dict[str, Any]:
+    """Flat W&B config columns for the code's commit/dirty flag and the versions (filterable in tables)."""
+    code = prov["code"].get("rlsweep") or {}
+    columns = {"code.commit": code.get("commit"), "code.dirty": code.get("dirty")}
+    if "algorithm" in prov["code"]:
+        columns.update({"code.algorithm_commit": prov["code"]["algorithm"]["commit"],
+                        "code.algorithm_dirty": prov["code"]["algorithm"]["dirty"]})
+    return {**columns, **{f"versions.{k}": v for k, v in prov["versions"].items()}}
 
 
 def _summary_metrics(record: dict[str, Any]) -> dict[str, Any]:

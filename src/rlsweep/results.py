@@ -50,6 +50,46 @@ def fingerprint(device: torch.device | None = None) -> dict[str, Any]:
     }
 
 
+def git_state(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The git commit and dirty flag of the work tree holding ``path``; None outside git (or without git)."""
+    import subprocess
+
+    folder = Path(path)
+    folder = folder if folder.is_dir() else folder.parent
+    try:
+        top = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout.split()
+        # tracked files only: untracked scratch (outputs/, wandb/) does not make the code dirty
+        status = subprocess.run(["git", "-C", top[0], "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+    return {"repo": top[0], "commit": top[1], "dirty": bool(status.strip())}
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+#: the packages whose version decides what a job measures (the report compares jobs across them)
+VERSIONED = ("rlsweep", "torch", "gymnasium", "numpy", "hydra-core", "wandb", "submitit", "ale-py")
+
+
+def provenance(algorithm_file: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Which code ran: rlsweep's git state, the algorithm's when it lives in another repository, versions."""
+    code = {"rlsweep": git_state(Path(__file__).resolve())}
+    if algorithm_file is not None:
+        algo = git_state(Path(algorithm_file).resolve())
+        if algo is not None and (code["rlsweep"] is None or algo["repo"] != code["rlsweep"]["repo"]):
+            code["algorithm"] = algo
+    return {"code": code, "versions": {name: _version(name) for name in VERSIONED}}
+
+
 def _jsonable(value: Any) -> Any:
     """Replace non-finite floats (invalid JSON) by None, recursively."""
     if isinstance(value, float) and not math.isfinite(value):
