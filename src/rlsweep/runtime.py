@@ -76,8 +76,9 @@ class Runtime:
         self.autocast_dtype: torch.dtype | None = None
         self.use_grad_scaler = False
         # pin_memory / non_blocking toggles
-        self.pin_memory = False
+        self.pin_memory: bool | str = False  # False, True (.pin_memory() per copy) or "staging"
         self.non_blocking = False
+        self._staging: PinnedStaging | None = None
         # twin_modules toggle
         self.twin_modules = False
         # inplace toggle
@@ -92,6 +93,10 @@ class Runtime:
             t = t.to(dtype)
         if not self.is_cuda:
             return t
+        if self.pin_memory == "staging":
+            if self._staging is None:
+                self._staging = PinnedStaging(self.device)
+            return self._staging.to_device(t, self.non_blocking)
         if self.pin_memory:
             t = t.pin_memory()
         return t.to(self.device, non_blocking=self.non_blocking)
@@ -165,6 +170,51 @@ class Runtime:
         if self.inplace:
             return x.sub_(mean).div_(std + eps)
         return (x - mean) / (std + eps)
+
+
+class PinnedStaging:
+    """Page-locked host buffers allocated once per (shape, dtype) and reused for every copy.
+
+    Two buffers per shape, used in turn: with ``non_blocking`` a copy out of a buffer may still be
+    running when the next step wants to fill it, so each buffer keeps the event recorded after its
+    last copy and waits for it before being overwritten (a second buffer lets one step's copy run
+    while the next step's data is written). Without ``non_blocking`` the copy has finished when
+    ``.to`` returns, and no event is needed.
+
+    ``allocate`` and ``new_event`` default to pinned CUDA memory and CUDA events; tests on a machine
+    without CUDA pass stand-ins to check the reuse and the waiting.
+    """
+
+    SLOTS = 2
+
+    def __init__(self, device: torch.device, allocate: Callable[[tuple[int, ...], torch.dtype], torch.Tensor] | None = None,
+                 new_event: Callable[[], Any] | None = None) -> None:
+        self.device = device
+        self._allocate = allocate or (lambda shape, dtype: torch.empty(shape, dtype=dtype, pin_memory=True))
+        self._new_event = new_event or (lambda: torch.cuda.Event())
+        # (shape, dtype) -> [next slot index, [buffer, event of its last asynchronous copy or None] * SLOTS]
+        self._rings: dict[tuple[tuple[int, ...], torch.dtype], list[Any]] = {}
+
+    def to_device(self, t: torch.Tensor, non_blocking: bool) -> torch.Tensor:
+        key = (tuple(t.shape), t.dtype)
+        ring = self._rings.get(key)
+        if ring is None:
+            ring = self._rings[key] = [0, *([self._allocate(key[0], t.dtype), None] for _ in range(self.SLOTS))]
+        slot = ring[1 + ring[0]]
+        ring[0] = (ring[0] + 1) % self.SLOTS
+        if slot[1] is not None:
+            slot[1].synchronize()  # the last copy out of this buffer has finished: it may be overwritten
+            slot[1] = None
+        slot[0].copy_(t)
+        out = slot[0].to(self.device, non_blocking=non_blocking)
+        if non_blocking:
+            slot[1] = self._new_event()
+            slot[1].record()
+        return out
+
+    def buffers(self) -> int:
+        """How many staging buffers exist (for tests and the record)."""
+        return len(self._rings) * self.SLOTS
 
 
 class ActingModules:
