@@ -168,3 +168,39 @@ def test_functions_compiled_before_install_are_not_attributed() -> None:
     fn = stats.summary("default")["per_function"]["update"]
     stats.uninstall()
     assert fn["graph_break_reasons"] == [] and fn["recompile_reasons"] == [] and fn["graph_breaks"] == 0
+
+
+def test_cudagraph_skips_are_counted_for_cudagraph_modes_only() -> None:
+    """A reduce-overhead graph that runs without CUDA graphs (here: every one, there is no GPU) is counted."""
+    stats = CompileStats()
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).sum()
+
+    captured = stats.wrap(torch.compile(double, mode="reduce-overhead"), "act", cudagraphs=True)
+    plain = stats.wrap(torch.compile(lambda x: (x + 1).sum()), "update")
+    for _ in range(3):
+        captured(torch.ones(8))
+        plain(torch.ones(8))
+    summary = stats.summary("reduce-overhead")
+    stats.uninstall()
+    skips = summary["per_function"]["act"]["cudagraph_skips"]
+    assert (skips >= 1) if not torch.cuda.is_available() else (skips == 0)
+    assert summary["per_function"]["update"]["cudagraph_skips"] == 0
+    assert summary["cudagraph_skips"] == skips
+
+
+def test_cudagraph_skip_messages_are_kept_as_reasons() -> None:
+    import logging
+
+    from torch._inductor.cudagraph_utils import cudagraphs_log
+
+    stats = CompileStats()
+    run = stats.wrap(lambda: cudagraphs_log.warning("skipping cudagraphs due to mutated inputs (2 instances)"), "update")
+    run()
+    assert logging.getLogger(cudagraphs_log.name).isEnabledFor(logging.WARNING)
+    reasons = stats.summary("reduce-overhead")["per_function"]["update"]["cudagraph_skip_reasons"]
+    stats.uninstall()
+    assert reasons == [{"reason": "skipping cudagraphs due to mutated inputs (2 instances)", "count": 1}]
+    run()  # uninstalled: no longer listening
+    assert stats.functions["update"].cudagraph_skip_reasons[("skipping cudagraphs due to mutated inputs (2 instances)",)]["count"] == 1

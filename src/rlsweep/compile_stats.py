@@ -19,11 +19,19 @@ nothing printed:
   read at the next compilation's start and in :meth:`CompileStats.summary`; a record is matched
   to a wrapped function through its frame id.
 
-All of that happens at compile time; the steady-state call path is unchanged.
+* CUDA-graph skips (``compile=reduce-overhead``/``max-autotune``: a graph that inductor could not
+  capture runs without CUDA graphs, so the mode's main benefit is silently lost): inductor's
+  ``cudagraph_skips`` counter, read around each call of a function compiled in such a mode (a skip
+  can be decided at compile time or at a later call, by CUDA-graph trees), and the messages
+  inductor logs for them (its ``cudagraphs`` artifact logger, captured by a handler while the
+  stats are installed). On a CPU every graph is skipped, without a message.
+
+Apart from the CUDA-graph modes' counter look-up, the steady-state call path is unchanged.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -66,14 +74,17 @@ class FunctionCompileStats:
     compilations: int = 0
     recompiles: int = 0
     graph_breaks: int = 0
+    cudagraph_skips: int = 0
     # distinct reasons (first MAX_REASONS of each kind), keyed for dedupe, values hold counts
     graph_break_reasons: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     recompile_reasons: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    cudagraph_skip_reasons: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     reasons_dropped: int = 0  # occurrences of distinct reasons beyond MAX_REASONS
 
     def add_reason(self, kind: str, entry: dict[str, Any]) -> None:
-        """Count one graph break ("graph_break") or recompile ("recompile") with its reason."""
-        table = self.graph_break_reasons if kind == "graph_break" else self.recompile_reasons
+        """Count one graph break ("graph_break"), recompile ("recompile") or CUDA-graph skip ("cudagraph_skip")."""
+        table = {"graph_break": self.graph_break_reasons, "recompile": self.recompile_reasons,
+                 "cudagraph_skip": self.cudagraph_skip_reasons}[kind]
         key = tuple(v for k, v in entry.items() if k != "stack")
         if key in table:
             table[key]["count"] += 1
@@ -88,8 +99,10 @@ class FunctionCompileStats:
             "compilations": self.compilations,
             "recompiles": self.recompiles,
             "graph_breaks": self.graph_breaks,
+            "cudagraph_skips": self.cudagraph_skips,
             "graph_break_reasons": [dict(e) for e in self.graph_break_reasons.values()],
             "recompile_reasons": [dict(e) for e in self.recompile_reasons.values()],
+            "cudagraph_skip_reasons": [dict(e) for e in self.cudagraph_skip_reasons.values()],
             "reasons_dropped": self.reasons_dropped,
         }
 
@@ -98,6 +111,33 @@ def _graph_break_count() -> int:
     from torch._dynamo.utils import counters
 
     return sum(counters["graph_break"].values())
+
+
+def _cudagraph_skip_count() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["cudagraph_skips"]
+
+
+class _CudagraphSkipLog(logging.Handler):
+    """Receives inductor's "skipping cudagraphs due to ..." messages for the function running now."""
+
+    def __init__(self, owner: CompileStats) -> None:
+        super().__init__(logging.WARNING)
+        self.owner = owner
+
+    def emit(self, record: logging.LogRecord) -> None:
+        name = self.owner._current or "<other>"
+        self.owner.functions.setdefault(name, FunctionCompileStats()).add_reason(
+            "cudagraph_skip", {"reason": _clip(record.getMessage())})
+
+
+def _cudagraphs_logger() -> logging.Logger | None:
+    try:
+        from torch._inductor.cudagraph_utils import cudagraphs_log
+    except ImportError:
+        return None
+    return cudagraphs_log
 
 
 def _graph_break_records() -> list[Any]:
@@ -153,6 +193,7 @@ class CompileStats:
         self._frame_code: dict[str, tuple[str, Any, Any]] = {}
         self._dynamo_ids: set[str] = set()  # compile ids that ran the callbacks
         self._last_metrics: Any = None  # newest compilation-metrics record already read
+        self._skip_log = _CudagraphSkipLog(self)
 
     # dynamo callbacks ------------------------------------------------------------------------
     def _on_start(self, args: Any = None) -> None:
@@ -242,6 +283,9 @@ class CompileStats:
             self._last_metrics = metrics[-1] if metrics else None  # earlier records are not ours
             torch._dynamo.callback_handler.register_start_callback(self._on_start)
             torch._dynamo.callback_handler.register_end_callback(self._on_end)
+            logger = _cudagraphs_logger()
+            if logger is not None:
+                logger.addHandler(self._skip_log)
             self._installed = True
 
     def uninstall(self) -> None:
@@ -253,10 +297,14 @@ class CompileStats:
             for registered, callback in ((handler.start_callbacks, self._on_start), (handler.end_callbacks, self._on_end)):
                 if callback in registered:  # torch._dynamo.reset() (user code, tests) drops them
                     registered.remove(callback)
+            logger = _cudagraphs_logger()
+            if logger is not None:
+                logger.removeHandler(self._skip_log)
             self._installed = False
 
     # wrapping --------------------------------------------------------------------------------
-    def wrap(self, compiled: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def wrap(self, compiled: Callable[..., Any], name: str, cudagraphs: bool = False) -> Callable[..., Any]:
+        """``compiled``, timed when it compiles; ``cudagraphs``: its mode captures CUDA graphs, count the skips."""
         self.install()
         self.functions.setdefault(name, FunctionCompileStats())
         stats_owner = self
@@ -270,9 +318,17 @@ class CompileStats:
                 stats_owner.functions[name].compile_s += time.perf_counter() - t0
             return out
 
-        call.__wrapped__ = compiled  # type: ignore[attr-defined]
-        call.__name__ = f"compiled_{name}"
-        return call
+        def call_counting_skips(*args: Any, **kwargs: Any) -> Any:
+            skips = _cudagraph_skip_count()
+            out = call(*args, **kwargs)
+            if (new := _cudagraph_skip_count() - skips) > 0:
+                stats_owner.functions[name].cudagraph_skips += new
+            return out
+
+        wrapper = call_counting_skips if cudagraphs else call
+        wrapper.__wrapped__ = compiled  # type: ignore[attr-defined]
+        wrapper.__name__ = f"compiled_{name}"
+        return wrapper
 
     def all_compiled(self) -> bool:
         """Whether every wrapped function has compiled at least once."""
@@ -285,7 +341,8 @@ class CompileStats:
         """The record's ``compile`` section.
 
         ``per_function.<name>`` holds ``compile_s``, ``compilations``, ``recompiles``,
-        ``graph_breaks``, and the distinct reasons (at most :data:`MAX_REASONS` of each kind, each
+        ``graph_breaks``, ``cudagraph_skips`` (graphs of a CUDA-graph mode that run without CUDA
+        graphs; ``cudagraph_skip_reasons`` = ``[{reason, count}]`` where inductor says why), and the distinct reasons (at most :data:`MAX_REASONS` of each kind, each
         cut to :data:`MAX_REASON_CHARS` characters, ``count`` = occurrences):
         ``graph_break_reasons`` = ``[{reason, file, line, function, [stack], count}]`` (the
         innermost user frame; ``stack`` = the call chain, innermost last, when the break is in a
@@ -302,5 +359,6 @@ class CompileStats:
             "compile_s": round(self.total_compile_s(), 6),
             "graph_breaks": sum(v.graph_breaks for v in self.functions.values()),
             "recompiles": sum(v.recompiles for v in self.functions.values()),
+            "cudagraph_skips": sum(v.cudagraph_skips for v in self.functions.values()),
             "per_function": per_fn,
         }

@@ -83,6 +83,8 @@ class Runtime:
         self.twin_modules = False
         # inplace toggle
         self.inplace = False
+        # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
+        self.channels_last = False
 
     # -- host <-> device -------------------------------------------------------------------
     def h2d(self, array: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -130,7 +132,20 @@ class Runtime:
             how = {"options": {**list_mode_options(self.compile_mode), "cpp_wrapper": True}}
         compiled = torch.compile(fn, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic, **how)
         assert self.compile_stats is not None
-        return self.compile_stats.wrap(compiled, name)
+        # these modes capture CUDA graphs (inductor's triton.cudagraphs): count the graphs it skips
+        cudagraphs = self.compile_mode in ("reduce-overhead", "max-autotune")
+        return self.compile_stats.wrap(compiled, name, cudagraphs=cudagraphs)
+
+    # -- optimizer ---------------------------------------------------------------------------
+    def adam(self, params: Iterable[torch.Tensor], lr: float | torch.Tensor, **kwargs: Any) -> torch.optim.Adam:
+        """``torch.optim.Adam`` for the job's device: capturable on CUDA.
+
+        Capturable keeps Adam's step counters on the device, so a step never waits for the host: a
+        non-capturable Adam with a tensor learning rate (annealing) reads it with ``.item()`` at every
+        step on CUDA, a synchronisation inside the timed loop, and a compiled update could neither
+        be one device graph nor be captured in a CUDA graph. On CPU there is nothing to capture.
+        """
+        return torch.optim.Adam(params, lr=lr, capturable=self.is_cuda, **kwargs)
 
     # -- dtype -------------------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager[Any]:

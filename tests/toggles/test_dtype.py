@@ -1,3 +1,4 @@
+import pytest
 import torch
 from helpers import params_of, tiny_cfg
 
@@ -55,3 +56,36 @@ def test_output_layers_stay_float32_under_autocast() -> None:
     plain.load_state_dict(net[-1].state_dict())
     h = torch.randn(5, 16)
     assert torch.equal(net[-1](h), plain(h))  # without autocast: exactly nn.Linear
+
+
+@pytest.mark.parametrize(("algo", "optimizers"), [("ppo", 1), ("dqn", 1), ("sac", 3)])
+def test_float16_steps_every_optimizer_through_a_grad_scaler(algo: str, optimizers: int, monkeypatch) -> None:
+    """float16 uses a GradScaler in every algorithm (on CUDA, where the dtype toggle asks for one).
+
+    There is no GPU here, so the scaler the runtime hands out is a CPU one; what is checked is that
+    each algorithm's update routes every optimizer's step through it.
+    """
+    import collections
+
+    from rlsweep.runtime import Runtime
+
+    monkeypatch.setattr(Runtime, "grad_scaler", lambda self: torch.amp.GradScaler("cpu", init_scale=2.0**10)
+                        if self.autocast_dtype is torch.float16 else None)
+    steps: collections.Counter[int] = collections.Counter()
+    updates = collections.Counter()
+    step, update = torch.amp.GradScaler.step, torch.amp.GradScaler.update
+
+    def counting_step(self, optimizer, *args, **kwargs):
+        steps[id(optimizer)] += 1
+        return step(self, optimizer, *args, **kwargs)
+
+    def counting_update(self, *args, **kwargs):
+        updates["update"] += 1
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.amp.GradScaler, "step", counting_step)
+    monkeypatch.setattr(torch.amp.GradScaler, "update", counting_update)
+    record = train(tiny_cfg(algo, "dtype=float16")).record()
+    assert len(steps) == optimizers
+    assert len(set(steps.values())) == 1 and updates["update"] == next(iter(steps.values()))  # one update per step
+    assert record["learning"]["final_return"] is not None

@@ -34,13 +34,23 @@ class AdamState:
 
 
 def adam_state(optimizer: torch.optim.Adam, params: Sequence[torch.Tensor]) -> AdamState:
-    """``optimizer``'s state for ``params``, created as torch.optim.Adam creates it on its first step."""
+    """``optimizer``'s state for ``params``, created as torch.optim.Adam creates it on its first step.
+
+    A capturable optimizer (``Runtime.adam`` on CUDA) keeps the step counters on the parameters'
+    device; its state tensors are marked as static addresses, as torch.optim does when compiled,
+    so a CUDA graph updates them in place instead of skipping the graph for mutated inputs.
+    """
     state = optimizer.state
+    capturable = optimizer.param_groups[0].get("capturable", False)
     for p in params:
         if not state[p]:
-            state[p]["step"] = torch.tensor(0.0, dtype=torch.get_default_dtype())
+            state[p]["step"] = (torch.zeros((), dtype=torch.float32, device=p.device) if capturable
+                                else torch.tensor(0.0, dtype=torch.get_default_dtype()))
             state[p]["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state[p]["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if capturable:
+            for t in state[p].values():
+                torch._dynamo.mark_static_address(t)
     return AdamState([state[p]["step"] for p in params], [state[p]["exp_avg"] for p in params],
                      [state[p]["exp_avg_sq"] for p in params])
 

@@ -102,18 +102,19 @@ class SAC(Algorithm):
         self.q2_target.requires_grad_(False)
         self.critic_params = [*self.q1.parameters(), *self.q2.parameters()]
         self.target_params = [*self.q1_target.parameters(), *self.q2_target.parameters()]
-        self.critic_opt = torch.optim.Adam(self.critic_params, lr=a.lr)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=a.lr)
+        self.critic_opt = rt.adam(self.critic_params, lr=a.lr)
+        self.actor_opt = rt.adam(self.actor.parameters(), lr=a.lr)
         self.target_entropy = -float(self.act_dim)
         self.log_alpha = torch.tensor(float(np.log(a.alpha)), device=dev, requires_grad=a.autotune_alpha)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=a.lr)
+        self.alpha_opt = rt.adam([self.log_alpha], lr=a.lr)
 
         self.acting = rt.acting_modules(self.actor)
         self.act_fn = rt.compile(self._act, "act")
         self.actor_params = list(self.actor.parameters())
-        # see algos/functional.py; CPU only for now: on CUDA, Adam keeps its step counters on the
-        # host (non-capturable) and that mixed-device graph has not been verified on a GPU yet
-        self.single_graph_update = rt.compiles("update") and dev.type == "cpu"
+        # float16 on CUDA: a GradScaler for every loss (float16 gradients underflow without it); it
+        # skips steps on overflow, a host decision, so it keeps the autograd step (see algos/functional.py)
+        self.scaler = rt.grad_scaler()
+        self.single_graph_update = rt.compiles("update") and self.scaler is None
         self._actor_fwd = F.functional_forward(self.actor, [n for n, _ in self.actor.named_parameters()])
         self._q_fwds = tuple(F.functional_forward(q, [n for n, _ in q.named_parameters()]) for q in (self.q1, self.q2))
         self._n_q1 = len(list(self.q1.parameters()))
@@ -236,26 +237,31 @@ class SAC(Algorithm):
         terminated: torch.Tensor,
         noise: torch.Tensor,
     ) -> torch.Tensor:
-        """One gradient step with autograd and torch.optim.Adam (eager)."""
+        """One gradient step with autograd and torch.optim.Adam (eager; or compiled with a GradScaler)."""
         alpha = self.log_alpha.detach().exp()
         target = self._soft_target(rewards, next_obs, terminated, noise[0], alpha)
 
         critic_loss = self._critic_loss(self.q1, self.q2, obs, actions, target)
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
+        self._minimize(critic_loss, self.critic_opt)
 
         actor_loss, logp = self._actor_loss(self.actor, self.q1, self.q2, obs, noise[1], alpha)
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_opt.step()
+        self._minimize(actor_loss, self.actor_opt)
 
         if self.a.autotune_alpha:
-            alpha_loss = self._alpha_loss(self.log_alpha, logp)
-            self.alpha_opt.zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            self.alpha_opt.step()
+            self._minimize(self._alpha_loss(self.log_alpha, logp), self.alpha_opt)
+        if self.scaler is not None:
+            self.scaler.update()  # once per gradient step, after every optimizer it scaled
         return torch.stack([critic_loss.detach(), actor_loss.detach(), alpha])
+
+    def _minimize(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        """One optimizer step on ``loss``; with float16 through the GradScaler (skipped on inf/NaN gradients)."""
+        optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(optimizer)
+        else:
+            loss.backward()
+            optimizer.step()
 
     def _single_graph_update_step(
         self,
