@@ -94,6 +94,29 @@ def test_the_basic_launcher_ran_the_cells_interleaved_seed_major(sweep: Path) ->
     assert {r["job"]["launcher"] for r in records} == {"BasicLauncher"}
 
 
+def test_the_report_says_the_run_order_and_both_ratios(sweep: Path) -> None:
+    """Seed-major, one job at a time (so no oversubscription flag); each cell's end-to-end ratio
+    is the baseline's median wall_s over its own, with an interval over seeds."""
+    data = json.loads((sweep / "report" / "report.json").read_text())
+    assert data["run_order"]["order"] == "seed-major" and data["run_order"]["max_concurrent"] == 1
+    md = (sweep / "report" / "summary.md").read_text()
+    assert "Run order: interleaved, seed-major" in md and "## Steady state and end to end" in md
+    walls: dict[tuple[str, str], list[float]] = {}
+    for rec in job_records(sweep):
+        key = (str(rec["config"]["twin_modules"]).lower(), str(rec["config"]["inplace"]).lower())
+        walls.setdefault(key, []).append(rec["wall_s"])
+    cells = {(c["key"]["twin_modules"], c["key"]["inplace"]): c for c in data["cells"]}
+    base = next(c for c in data["cells"] if c["is_baseline"])
+    for key, c in cells.items():
+        assert "oversubscribed" not in c["flags"], c["label"]
+        assert c["wall_s"] == statistics.median(walls[key])
+        assert c["end_to_end_ratio"] == pytest.approx(base["wall_s"] / c["wall_s"], rel=1e-12)
+        if not c["is_baseline"]:
+            assert c["end_to_end_ci_method"] == "seeds"
+            assert c["end_to_end_ci_low"] <= c["end_to_end_ratio"] <= c["end_to_end_ci_high"]
+        assert len(c["job_drift"]) == 2  # the smoke budget's 7 steady iterations: 2 per third
+
+
 def test_summary_numbers_are_medians_of_job_results(sweep: Path) -> None:
     rates: dict[tuple[str, str], list[float]] = {}
     for rec in job_records(sweep):

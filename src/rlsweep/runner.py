@@ -174,6 +174,7 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
             updates_before = algo.updates
             t0 = time.perf_counter()
             metrics = algo.iteration()
+            timer.end_iteration()  # CUDA: the iteration's one sync, so dt includes its device work
             dt = time.perf_counter() - t0
             s.iteration += 1
             if metrics.get("updated"):

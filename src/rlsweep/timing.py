@@ -1,4 +1,4 @@
-"""Phase timers: honest per-phase wall times, device-synchronised on CUDA, warm-up excluded.
+"""Phase timers: honest per-phase times that do not change what they measure, warm-up excluded.
 
 Usage in a hot loop (two calls per phase, no context manager)::
 
@@ -6,17 +6,25 @@ Usage in a hot loop (two calls per phase, no context manager)::
     ...work...
     timer.stop("act", t)
 
-and ``t = timer.lap("h2d", t)`` between phases that follow each other directly.
+and ``t = timer.lap("h2d", t)`` between phases that follow each other directly. The runner calls
+``timer.end_iteration()`` once at the end of every iteration.
 
 Samples are recorded only while ``timer.recording`` is true (the runner switches it on after the
-warm-up iterations). On CUDA every boundary synchronises the device, so a phase's time is the
-device work it launched, not just the Python time to enqueue it.
+warm-up iterations). Each phase gets two clocks:
+
+* host time (``perf_counter``): how long the Python thread spent between the phase's boundaries;
+* device time: on CUDA, the time between two CUDA events recorded on the current stream at the
+  boundaries, i.e. how long the device's queue took to get from one boundary to the next. The
+  events are read once per iteration, in ``end_iteration``, after its one synchronisation. No
+  boundary synchronises: a sync at every boundary would remove the host/device overlap that
+  ``non_blocking`` copies and pinned memory exist to create, and measure a straw man. On CPU the
+  device time is the host time.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -24,55 +32,162 @@ import torch
 PHASES = ("env_step", "act", "h2d", "d2h", "update")
 
 
+class DeviceEvents(Protocol):
+    """Where a :class:`PhaseTimer` gets its device clock (CUDA events; a test may pass a fake)."""
+
+    def event(self) -> Any:
+        """A fresh timing event: ``record()`` on the current stream, ``elapsed_time(end)`` in ms."""
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on the device."""
+
+
+class CudaEvents:
+    """CUDA timing events on the current stream; ``torch.cuda.synchronize`` once per iteration."""
+
+    def event(self) -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+
+class _Stamp(float):
+    """A host clock reading that also carries the device event recorded at the same boundary."""
+
+    event: Any
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"median_ms": None, "p10_ms": None, "p90_ms": None, "count": 0, "total_s": 0.0}
+    a = np.asarray(values) * 1e3
+    p10, med, p90 = np.percentile(a, [10, 50, 90])
+    return {
+        "median_ms": round(float(med), 6),
+        "p10_ms": round(float(p10), 6),
+        "p90_ms": round(float(p90), 6),
+        "count": len(values),
+        "total_s": round(float(a.sum() / 1e3), 6),
+    }
+
+
 class PhaseTimer:
-    def __init__(self, device: torch.device, phases: tuple[str, ...] = PHASES) -> None:
+    """Per-phase device and host times of the steady-state iterations.
+
+    Args:
+        device: The job's device; on CUDA the device clock is CUDA events, elsewhere the host clock.
+        phases: The phase names.
+        events: The device-event source (default: :class:`CudaEvents` on CUDA, none elsewhere).
+
+    Attributes:
+        samples: Per phase, the device time of each recorded phase, in seconds (on CPU: host time).
+        host_samples: Per phase, the host (``perf_counter``) time of each recorded phase, in seconds.
+        recording: Whether phases are recorded now (false during warm-up).
+    """
+
+    def __init__(self, device: torch.device, phases: tuple[str, ...] = PHASES,
+                 events: DeviceEvents | None = None) -> None:
         self.samples: dict[str, list[float]] = {p: [] for p in phases}
+        self.host_samples: dict[str, list[float]] = {p: [] for p in phases}
         self.recording = False
-        self._sync = torch.cuda.synchronize if device.type == "cuda" else None
+        self._events = events if events is not None else (CudaEvents() if device.type == "cuda" else None)
+        self._pending: list[tuple[str, Any, Any]] = []  # (phase, start event, end event) not read yet
+        self._free: list[Any] = []  # events read already, reused (creating one costs a driver call)
+
+    @property
+    def device_clock(self) -> str:
+        """``"cuda_events"`` when device times come from device events, else ``"perf_counter"``."""
+        return "perf_counter" if self._events is None else "cuda_events"
+
+    def _record(self) -> Any:
+        ev = self._free.pop() if self._free else self._events.event()
+        ev.record()
+        return ev
 
     def start(self) -> float:
-        if self._sync is not None:
-            self._sync()
-        return time.perf_counter()
+        t = time.perf_counter()
+        if self._events is None or not self.recording:
+            return t
+        stamp = _Stamp(t)
+        stamp.event = self._record()
+        return stamp
 
     def stop(self, phase: str, t0: float) -> float:
-        if self._sync is not None:
-            self._sync()
+        end = self._record() if self._events is not None and self.recording else None
         dt = time.perf_counter() - t0
         if self.recording:
-            self.samples[phase].append(dt)
+            self._add(phase, t0, dt, end)
         return dt
 
     def lap(self, phase: str, t0: float) -> float:
-        """``stop(phase, t0)`` and the next phase's ``start()`` at one clock reading (back-to-back phases)."""
-        if self._sync is not None:
-            self._sync()
+        """``stop(phase, t0)`` and the next phase's ``start()`` at one clock reading (and one device event)."""
+        end = self._record() if self._events is not None and self.recording else None
         t = time.perf_counter()
         if self.recording:
-            self.samples[phase].append(t - t0)
-        return t
+            self._add(phase, t0, t - t0, end)
+        if end is None:
+            return t
+        stamp = _Stamp(t)
+        stamp.event = end
+        return stamp
+
+    def _add(self, phase: str, t0: float, host_dt: float, end: Any) -> None:
+        self.host_samples[phase].append(host_dt)
+        if end is None:
+            self.samples[phase].append(host_dt)
+            return
+        begin = getattr(t0, "event", None)
+        if begin is None:  # started before recording was switched on: no device time for it
+            self._free.append(end)
+            self.host_samples[phase].pop()
+            return
+        self._pending.append((phase, begin, end))
+
+    def end_iteration(self) -> None:
+        """The iteration's one synchronisation (CUDA), then its device times are read.
+
+        On CPU a no-op. On CUDA this always synchronises, also during warm-up, so an iteration's
+        wall time (the runner's, read after this) includes the device work it queued.
+        """
+        if self._events is None:
+            return
+        self._events.synchronize()
+        if not self._pending:
+            return
+        seen: set[int] = set()
+        for phase, begin, end in self._pending:
+            self.samples[phase].append(begin.elapsed_time(end) / 1e3)
+            for ev in (begin, end):
+                if id(ev) not in seen:
+                    seen.add(id(ev))
+                    self._free.append(ev)
+        self._pending.clear()
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        """Per phase: median, p10, p90 in milliseconds, sample count and total seconds."""
+        """Per phase: median, p10, p90 in ms, count and total seconds of the device time (on CPU the
+        host time), the same of the host time under ``host_*``, and ``clock``, the device clock used."""
+        if self._pending:  # a caller without a runner may not have ended the last iteration
+            self.end_iteration()
         out: dict[str, dict[str, Any]] = {}
         for phase, values in self.samples.items():
-            if not values:
-                out[phase] = {"median_ms": None, "p10_ms": None, "p90_ms": None, "count": 0, "total_s": 0.0}
-                continue
-            a = np.asarray(values) * 1e3
-            p10, med, p90 = np.percentile(a, [10, 50, 90])
-            out[phase] = {
-                "median_ms": round(float(med), 6),
-                "p10_ms": round(float(p10), 6),
-                "p90_ms": round(float(p90), 6),
-                "count": len(values),
-                "total_s": round(float(a.sum() / 1e3), 6),
-            }
+            entry = _summary(values)
+            host = _summary(self.host_samples[phase])
+            entry.update({f"host_{k}": v for k, v in host.items() if k != "count"})
+            entry["clock"] = self.device_clock
+            out[phase] = entry
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"samples": {k: list(v) for k, v in self.samples.items()}}
+        if self._pending:
+            self.end_iteration()
+        return {"samples": {k: list(v) for k, v in self.samples.items()},
+                "host_samples": {k: list(v) for k, v in self.host_samples.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for k, v in state["samples"].items():
             self.samples[k] = list(v)
+        # a checkpoint from before host times were kept: its device times are its host times on CPU
+        host = state.get("host_samples") or (state["samples"] if self._events is None else {})
+        for k, v in host.items():
+            self.host_samples[k] = list(v)

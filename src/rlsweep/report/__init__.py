@@ -42,6 +42,19 @@ Speed-up ratio and its 95% CI:
     torch, cuda; hostname is ignored) is mixed, or when the two differ; the reason is
     given in ``ratio_note``.
 
+End to end:
+    end_to_end_ratio = median baseline ``wall_s`` / median cell ``wall_s`` (whole job: env
+    creation, compile, warm-up, training, evaluation; not interpreter start-up or imports), with
+    a seed bootstrap CI when both cells have >= 2 ok seeds. A cell faster in steady state with a
+    higher fixed cost (``wall_s - env_steps / env_steps_per_s``) gets ``break_even_env_steps``.
+
+Measurement flags and run order:
+    The run order (seed-major, cell-major, ...) is read from the records' ``started_at``. A cell
+    is flagged ``drift`` (a job's last third of steady iterations vs its first), ``seeds_disagree``
+    or ``oversubscribed`` (jobs overlapping on one host with more busy threads than usable
+    cores); its ratio, and the ratios against it as a baseline, are marked not clean
+    (``ratio_clean``). The rules: :data:`rlsweep.report.model.FLAG_RULE`.
+
 Marginal effect of a toggle:
     For toggle T changed from its baseline value a to another value b, every pair of
     cells identical except T (both with ok jobs and the same fingerprint) gives

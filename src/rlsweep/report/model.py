@@ -27,6 +27,21 @@ LEARNING_SD_FACTOR = 2.0
 LEARNING_REL_FLOOR = 0.05
 UNKNOWN = "?"
 
+#: a job's steady-state rate "drifted" when the median rate of its last third of steady iterations
+#: differs from its first third's by more than this (and by more than its iteration noise)
+DRIFT_REL = 0.10
+#: a cell's seeds "disagree" when their steady rates spread by more than this fraction of their
+#: median (and by more than the slowest and fastest seeds' iteration noise explains)
+SEED_SPREAD_REL = 0.10
+#: "more than noise" = more than this many standard errors of the difference of two medians
+NOISE_SE_FACTOR = 3.0
+#: fewest steady iterations per third for the drift check (fewer: not assessed)
+DRIFT_MIN_PER_THIRD = 2
+FLAG_DRIFT = "drift"
+FLAG_NOISY = "noisy"
+FLAG_SEEDS = "seeds_disagree"
+FLAG_OVERSUBSCRIBED = "oversubscribed"
+
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_INTERRUPTED = "interrupted"
@@ -37,6 +52,39 @@ CI_RULE = (
     "'seeds' = seeds of both cells resampled (both cells have >= 2 ok seeds); "
     "'iterations' = steady-state per-iteration env_steps_per_s resampled (fewer seeds; "
     "optimistic, since iterations of one run are correlated)."
+)
+FLAG_RULE = (
+    "Measurement flags (a flagged cell's ratio, and the ratio of any cell whose baseline is flagged, "
+    "is not clean): 'drift' = within one job, the median per-iteration env_steps_per_s of the last "
+    f"third of its steady iterations differs from the first third's by more than {DRIFT_REL:.0%} and by "
+    f"more than {NOISE_SE_FACTOR:g} standard errors of that difference (at least {DRIFT_MIN_PER_THIRD} "
+    "iterations per third); 'seeds_disagree' = the cell's seeds' steady env_steps_per_s spread (max - min) "
+    f"by more than {SEED_SPREAD_REL:.0%} of their median and by more than {NOISE_SE_FACTOR:g} standard "
+    "errors of the slowest and fastest seeds' difference. Standard error of a median = 1.2533 sd / "
+    "sqrt(n), sd = the iterations' standard deviation around their own third's (or job's) mean, so a "
+    "trend is not counted as noise; iterations of one run are correlated, so this noise is a lower "
+    "bound, and the percentage floor guards against that. 'noisy' = a job's median steady rate is "
+    f"uncertain by more than {DRIFT_REL:.0%} (2 standard errors, from the same sd): its iterations "
+    "vary too much for the job to resolve the effects measured (a busy machine), and neither drift "
+    "nor disagreement can be told from that noise. 'oversubscribed' = while "
+    "the job ran, the jobs running on its host (its own included) had more busy threads (sum of "
+    "their num_threads) than the host's usable cores (fingerprint usable_cpus; cpu_count for Slurm "
+    f"jobs, each confined to its own cores). {DRIFT_REL:.0%} is about the size of the effects the cheap "
+    "toggles have (twin_modules, inplace: 0.9-1.1x): a job drifting that much, or seeds that far "
+    "apart, could make or hide such an effect; the noise condition keeps a short job's ordinary "
+    "jitter from raising a flag."
+)
+END_TO_END_RULE = (
+    "Steady state vs end to end: 'ratio' = steady-state env_steps_per_s (warm-up and compile "
+    "excluded) of the cell / the baseline's; 'end_to_end_ratio' = the baseline's whole-job wall_s / "
+    "the cell's (>1: the cell finished sooner), medians over seeds, 95% CI by resampling seeds "
+    "(both cells >= 2 seeds). A job's wall_s runs from just before W&B/env set-up to the end of "
+    "the final evaluation: environment creation, compilation, warm-up, training and evaluation "
+    "are in it; the interpreter's start-up, imports and Hydra's composition (paid once per "
+    "process: once per sweep with the basic launcher, once per job with submitit) are not. "
+    "Fixed cost = wall_s - env_steps / steady env_steps_per_s. A toggle faster in steady state "
+    "but with a higher fixed cost pays off end to end beyond break-even = fixed-cost difference / "
+    "per-step saving (1/rate_baseline - 1/rate_cell) env steps."
 )
 LEARNING_RULE = (
     "Learning check: noise s = std of final_return over seeds (>= 2 seeds) or the job's "
@@ -126,7 +174,13 @@ class CellSummary:
     """Computed numbers for one cell (a toggle combination; seeds are repeats).
 
     Attributes ending in ``_ms`` / ``_s`` / ``_per_s`` carry their unit. Medians are
-    over ok seeds. ``ratio`` is relative to ``baseline_label``'s cell.
+    over ok seeds. ``ratio`` (steady state) and ``end_to_end_ratio`` (whole-job wall time) are
+    relative to ``baseline_label``'s cell; ``ratio_clean`` is False when this cell or its baseline
+    carries a measurement flag (``flags``: ``drift``, ``seeds_disagree``, ``oversubscribed``; the
+    reasons in ``flag_notes``). ``job_drift`` holds, per ok job, the first and last thirds' median
+    per-iteration rates and their ratio. The final return's spread for reading is the
+    interquartile range ``final_return_q25``..``final_return_q75`` over seeds (one seed: over its
+    evaluation episodes, ``final_return_iqr_over`` says which).
 
     ``compile_reasons`` holds, per compiled function with any, dynamo's graph-break and
     recompile reasons from the cell's job records (``compile.per_function.<name>``), identical
@@ -164,6 +218,24 @@ class CellSummary:
     ci_high: float | None = None
     ci_method: str | None = None
     ratio_note: str | None = None
+    ratio_clean: bool | None = None
+    flags: list[str] = field(default_factory=list)
+    flag_notes: list[str] = field(default_factory=list)
+    job_drift: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float | None = None
+    wall_s_seeds: list[float] = field(default_factory=list)
+    env_steps: float | None = None
+    fixed_cost_s: float | None = None
+    end_to_end_ratio: float | None = None
+    end_to_end_ci_low: float | None = None
+    end_to_end_ci_high: float | None = None
+    end_to_end_ci_method: str | None = None
+    end_to_end_note: str | None = None
+    break_even_env_steps: float | None = None
+    break_even_note: str | None = None
+    final_return_q25: float | None = None
+    final_return_q75: float | None = None
+    final_return_iqr_over: str | None = None
     learning_flag: bool | None = None
     learning_note: str | None = None
     not_applicable: list[str] = field(default_factory=list)
@@ -208,6 +280,7 @@ class MarginalEffect:
         pairs: The pair ratios.
         skipped: Why candidate pairs were not used.
         rank: 1 = pays most.
+        clean: False when a pair's cell carries a measurement flag (see ``FLAG_RULE``).
     """
 
     toggle: str
@@ -221,6 +294,7 @@ class MarginalEffect:
     pairs: list[PairRatio] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     rank: int | None = None
+    clean: bool | None = None
 
     @property
     def label(self) -> str:
@@ -266,6 +340,8 @@ class Report:
         n_bootstrap: Bootstrap resamples used for CIs.
         bootstrap_seed: RNG seed for the bootstrap.
         wandb: Where the sweep's jobs logged to W&B; the report's run goes there too.
+        run_order: How the jobs ran: ``order`` (``seed-major``, ``cell-major``, ``mixed``,
+            ``single seed``, ``single cell`` or ``unknown``), ``max_concurrent`` jobs, ``text``.
     """
 
     sweep_dir: Path
@@ -281,6 +357,7 @@ class Report:
     n_bootstrap: int
     bootstrap_seed: int
     wandb: WandbTarget | None = None
+    run_order: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_ok(self) -> int:
@@ -320,11 +397,19 @@ class Report:
                     for c in self.cells
                     if c.learning_flag
                 ],
+                "run_order": self.run_order,
+                "measurement_flags": [
+                    {"cell": c.label, "flags": c.flags, "notes": c.flag_notes}
+                    for c in self.cells
+                    if c.flags
+                ],
                 "casualties": [c.__dict__ for c in self.casualties],
                 "notes": self.notes,
                 "methods": {
                     "ci": CI_RULE.format(n=self.n_bootstrap, seed=self.bootstrap_seed),
                     "learning": LEARNING_RULE,
+                    "flags": FLAG_RULE,
+                    "end_to_end": END_TO_END_RULE,
                     "n_bootstrap": self.n_bootstrap,
                     "bootstrap_seed": self.bootstrap_seed,
                 },

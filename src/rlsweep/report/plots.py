@@ -99,8 +99,37 @@ def plot_phases(report: Report) -> bytes | None:
     return _png_bytes(fig)
 
 
+def _smoothed(values: list[float]) -> np.ndarray:
+    """A running mean over ~1/20 of an episode-return curve (episode returns are noisy)."""
+    a = np.asarray(values, dtype=float)
+    w = max(1, len(a) // 20)
+    if w == 1:
+        return a
+    c = np.cumsum(np.insert(a, 0, 0.0))
+    head = c[1:w] / np.arange(1, w)  # the first points average what exists so far
+    return np.concatenate([head, (c[w:] - c[:-w]) / w])
+
+
+def _median_band(curves: list[tuple[list[float], list[float]]]) -> tuple[np.ndarray, ...] | None:
+    """Seeds' smoothed curves on one x grid (up to the shortest seed's end): x, median, q25, q75."""
+    usable = [(np.asarray(x, dtype=float), _smoothed(y)) for x, y in curves if len(x) == len(y) >= 2]
+    if len(usable) < 2:
+        return None
+    lo, hi = max(x[0] for x, _ in usable), min(x[-1] for x, _ in usable)
+    if hi <= lo:
+        return None
+    grid = np.linspace(lo, hi, 100)
+    ys = np.vstack([np.interp(grid, x, y) for x, y in usable])
+    q25, med, q75 = np.percentile(ys, [25, 50, 75], axis=0)
+    return grid, med, q25, q75
+
+
 def plot_learning(report: Report) -> bytes | None:
-    """Training-episode returns of every ok job, against env steps and against wall-clock."""
+    """Training-episode returns against env steps and against wall-clock.
+
+    One colour per cell: each seed a thin line, and with several seeds the cell's median over
+    seeds (bold) with its interquartile band, on the span every seed covers.
+    """
     cells = [c for c in report.cells if c.curves]
     if not cells:
         return None
@@ -109,20 +138,28 @@ def plot_learning(report: Report) -> bytes | None:
     ax_wall = fig.add_subplot(1, 2, 2)
     cmap = _colormap(len(cells))
     for i, cell in enumerate(cells):
-        for j, curve in enumerate(cell.curves):
-            ret = curve["episode_return"]
-            label = cell.label if j == 0 else None
-            if len(curve["env_steps"]) == len(ret):
-                ax_steps.plot(curve["env_steps"], ret, color=cmap[i], alpha=0.7, label=label)
-            if len(curve["wall_s"]) == len(ret):
-                ax_wall.plot(curve["wall_s"], ret, color=cmap[i], alpha=0.7, label=label)
+        several = len(cell.curves) >= 2
+        for ax, x_key in ((ax_steps, "env_steps"), (ax_wall, "wall_s")):
+            pairs = [(c[x_key], c["episode_return"]) for c in cell.curves]
+            band = _median_band(pairs) if several else None
+            for j, (x, y) in enumerate(pairs):
+                if len(x) != len(y):
+                    continue
+                label = cell.label if band is None and j == 0 else None
+                ax.plot(x, y, color=cmap[i], alpha=0.25 if band is not None else 0.8,
+                        linewidth=0.7 if band is not None else 1.2, label=label)
+            if band is not None:
+                grid, med, q25, q75 = band
+                ax.fill_between(grid, q25, q75, color=cmap[i], alpha=0.2, linewidth=0)
+                ax.plot(grid, med, color=cmap[i], linewidth=2.2,
+                        label=f"{cell.label} (median of {len(pairs)} seeds)")
     ax_steps.set_xlabel("env steps")
-    ax_wall.set_xlabel("wall-clock s")
+    ax_wall.set_xlabel("wall-clock s (since the job's training started)")
     for ax in (ax_steps, ax_wall):
         ax.set_ylabel("episode return")
     ax_steps.set_title("Return vs env steps")
     ax_wall.set_title("Return vs wall-clock")
-    ax_steps.legend(fontsize=7, loc="best")
+    ax_wall.legend(fontsize=7, loc="best")
     return _png_bytes(fig)
 
 

@@ -12,7 +12,15 @@ import json
 import math
 from typing import Any
 
-from rlsweep.report.model import CI_RULE, LEARNING_RULE, PHASES, CellSummary, Report
+from rlsweep.report.model import (
+    CI_RULE,
+    END_TO_END_RULE,
+    FLAG_RULE,
+    LEARNING_RULE,
+    PHASES,
+    CellSummary,
+    Report,
+)
 
 
 def _fmt(value: float | None, spec: str = ".4g") -> str:
@@ -28,11 +36,24 @@ def _ci_text(low: float | None, high: float | None) -> str:
 
 
 def _return_text(cell: CellSummary) -> str:
+    """Median final return and its interquartile range (over seeds, or one seed's eval episodes)."""
     if cell.final_return_median is None:
         return "-"
-    if cell.final_return_spread is None:
+    if cell.final_return_q25 is None or cell.final_return_q75 is None:
         return f"{cell.final_return_median:.4g}"
-    return f"{cell.final_return_median:.4g} ± {cell.final_return_spread:.3g}"
+    over = "seeds" if cell.final_return_iqr_over == "seeds" else "eval"
+    return (f"{cell.final_return_median:.4g} "
+            f"[IQR {cell.final_return_q25:.4g}, {cell.final_return_q75:.4g}; {over}]")
+
+
+def _ratio_text(cell: CellSummary) -> str:
+    """The steady-state ratio, marked when a measurement flag makes it not clean."""
+    text = _fmt(cell.ratio, ".3f")
+    return text + " (not clean)" if cell.ratio is not None and cell.ratio_clean is False else text
+
+
+def _flags_text(cell: CellSummary) -> str:
+    return ", ".join(cell.flags)
 
 
 def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
@@ -72,6 +93,8 @@ def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
         "ratio",
         "95% CI",
         "method",
+        "e2e ratio",
+        "e2e 95% CI",
         "compile_s",
         "breaks/recomp",
         "final_return",
@@ -84,6 +107,10 @@ def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
             flags.append("baseline")
         if cell.learning_flag:
             flags.append("LEARNING")
+        if cell.flags:
+            flags.append("NOT CLEAN: " + _flags_text(cell))
+        elif cell.ratio_clean is False:
+            flags.append("NOT CLEAN: baseline flagged")
         if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
             flags.append(cell.ratio_note)
         gb = (
@@ -101,6 +128,8 @@ def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
                 _fmt(cell.ratio, ".3f"),
                 _ci_text(cell.ci_low, cell.ci_high) if not cell.is_baseline else "-",
                 cell.ci_method or "-",
+                _fmt(cell.end_to_end_ratio, ".3f"),
+                _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high) if not cell.is_baseline else "-",
                 _fmt(cell.compile_s, ".2f"),
                 gb,
                 _return_text(cell),
@@ -146,6 +175,7 @@ def render_table(report: Report, color: bool) -> str:
             f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)"
         ),
         "Baseline: " + report.baseline_text,
+        "Run order: " + (report.run_order.get("text") or "unknown"),
         "",
         line(header),
     ]
@@ -163,6 +193,9 @@ def render_table(report: Report, color: bool) -> str:
     for cell in report.cells:
         if cell.learning_flag:
             details.append(f"  {cell.label}: LEARNING differs: {cell.learning_note}")
+        details += [f"  {cell.label}: {note}" for note in cell.flag_notes]
+        if cell.break_even_note:
+            details.append(f"  {cell.label}: {cell.break_even_note}")
     for cas in report.casualties:
         details.append(f"  {cas.cell} (seed {cas.seed}): {cas.status}: {cas.detail}")
     for note in report.notes:
@@ -240,7 +273,14 @@ def render_markdown(report: Report) -> str:
         + "` → "
         + ", ".join(f"`{b}`" for b in report.baseline_labels),
         "",
+        "Run order: " + (report.run_order.get("text") or "unknown") + ".",
+        "",
         "## Cells",
+        "",
+        "Ratios against the baseline: `ratio` = steady state (env steps/s), `end_to_end_ratio` = "
+        "whole job (baseline wall_s / cell wall_s); > 1 is faster. A ratio marked *(not clean)* comes "
+        "from a cell or baseline with a measurement flag (see below). final_return: median "
+        "[interquartile range] over seeds (one seed: over its evaluation episodes).",
         "",
     ]
     header = [
@@ -252,6 +292,10 @@ def render_markdown(report: Report) -> str:
         "ratio",
         "95% CI",
         "CI method",
+        "end_to_end_ratio",
+        "e2e 95% CI",
+        "wall_s",
+        "flags",
         *[f"{p} median_ms" for p in PHASES],
         "compile_s",
         "graph_breaks",
@@ -276,9 +320,13 @@ def render_markdown(report: Report) -> str:
             str(cell.n_failed),
             str(cell.n_missing),
             _fmt(cell.env_steps_per_s, ".1f"),
-            _fmt(cell.ratio, ".3f"),
+            _ratio_text(cell),
             "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
             cell.ci_method or "-",
+            _fmt(cell.end_to_end_ratio, ".3f"),
+            "-" if cell.is_baseline else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
+            _fmt(cell.wall_s, ".1f"),
+            _flags_text(cell) or "-",
             *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
             _fmt(cell.compile_s, ".2f"),
             _fmt(cell.graph_breaks, "d"),
@@ -288,13 +336,18 @@ def render_markdown(report: Report) -> str:
             "; ".join(notes),
         ]
         lines.append("| " + " | ".join(_md_escape(x) for x in row) + " |")
+    lines += ["", "## Steady state and end to end", ""]
+    lines += _end_to_end_lines(report)
+    lines += ["", "## Measurement flags", "", FLAG_RULE, ""]
+    lines += _flag_lines(report)
     lines += ["", "## Which toggle pays", ""]
     if report.marginal_effects:
         lines.append("| rank | change | effect (geo-mean ratio) | 95% CI | pairs | CI method |")
         lines.append("|---|---|---|---|---|---|")
         for eff in report.marginal_effects:
+            effect = _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else "")
             lines.append(
-                f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {_fmt(eff.effect, '.3f')} | "
+                f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {effect} | "
                 f"{_ci_text(eff.ci_low, eff.ci_high)} | {eff.n_pairs} | {eff.ci_method or '-'} |"
             )
         for eff in report.marginal_effects:
@@ -331,8 +384,60 @@ def render_markdown(report: Report) -> str:
         "",
         CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed),
         "",
+        END_TO_END_RULE,
+        "",
     ]
     return "\n".join(lines)
+
+
+def _end_to_end_lines(report: Report) -> list[str]:
+    """Per cell: both ratios with their intervals, wall and fixed time, and the break-even budget."""
+    lines = [
+        "| cell | ratio (steady state) | 95% CI | end_to_end_ratio | 95% CI | wall_s | fixed cost s | "
+        "break-even env steps |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for cell in report.cells:
+        lines.append("| " + " | ".join(_md_escape(x) for x in [
+            f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
+            _ratio_text(cell),
+            "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
+            _fmt(cell.end_to_end_ratio, ".3f"),
+            "-" if cell.is_baseline else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
+            _fmt(cell.wall_s, ".2f"),
+            _fmt(cell.fixed_cost_s, ".2f"),
+            _fmt(cell.break_even_env_steps, ",.0f"),
+        ]) + " |")
+        if cell.break_even_note:
+            notes.append(f"- **{cell.label}**: {cell.break_even_note}")
+        if cell.end_to_end_note and not cell.is_baseline and cell.end_to_end_ratio is None:
+            notes.append(f"- {cell.label}: no end-to-end ratio: {cell.end_to_end_note}")
+    return lines + ([""] + notes if notes else [])
+
+
+def _flag_lines(report: Report) -> list[str]:
+    """The flagged cells with their reasons, then each job's drift (first vs last third)."""
+    lines = []
+    for cell in report.cells:
+        if cell.flags or cell.ratio_clean is False:
+            lines.append(f"- **{cell.label}** ({_flags_text(cell) or 'baseline flagged'}): "
+                         + "; ".join(_md_text(n) for n in cell.flag_notes))
+    if not lines:
+        lines.append("No cell flagged: every ratio above is clean by these checks.")
+    drift = [(c, d) for c in report.cells for d in c.job_drift]
+    if drift:
+        lines += ["", "Drift within each job (median per-iteration env steps/s, first vs last third of "
+                  "its steady iterations):", "",
+                  "| cell | seed | iterations | first third | last third | last / first | noise could explain | "
+                  "drift | rate uncertainty (2 SE) | noisy |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for cell, d in drift:
+            lines.append(f"| {_md_escape(cell.label)} | {d['seed']} | {d['n_iterations']} | "
+                         f"{d['first_third']:.4g} | {d['last_third']:.4g} | {d['drift']:.3f} | "
+                         f"±{d['noise']:.4g} | {'yes' if d['flagged'] else 'no'} | "
+                         f"±{d['rate_uncertainty']:.0%} | {'yes' if d['noisy'] else 'no'} |")
+    return lines
 
 
 # ------------------------------------------------------------------ per-cell summary table
@@ -362,6 +467,18 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
         "ci_high",
         "ci_method",
         "ratio_note",
+        "ratio_clean",
+        "flags",
+        "flag_notes",
+        "end_to_end_ratio",
+        "end_to_end_ci_low",
+        "end_to_end_ci_high",
+        "end_to_end_ci_method",
+        "end_to_end_note",
+        "wall_s",
+        "wall_s_seeds",
+        "fixed_cost_s",
+        "break_even_env_steps",
         *[f"{p}_median_ms" for p in PHASES],
         *[f"{p}_total_s" for p in PHASES],
         "compile_s",
@@ -370,6 +487,9 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
         "final_return_median",
         "final_return_spread",
         "final_return_spread_kind",
+        "final_return_q25",
+        "final_return_q75",
+        "final_return_iqr_over",
         "learning_flag",
         "learning_note",
         "not_applicable",

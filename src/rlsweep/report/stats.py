@@ -13,10 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from rlsweep.report import measurement
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
     FINGERPRINT_FIELDS,
+    FLAG_DRIFT,
+    FLAG_NOISY,
+    FLAG_OVERSUBSCRIBED,
+    FLAG_SEEDS,
     LEARNING_REL_FLOOR,
     LEARNING_SD_FACTOR,
     N_BOOTSTRAP,
@@ -70,6 +75,11 @@ def build_report(
     varied = [d for i, d in enumerate(dims) if len({k[i] for k in groups}) > 1]
     cells = [_summarise_cell(dict(zip(dims, k)), varied, jobs) for k, jobs in groups.items()]
     label_of = {k: cell.label for k, cell in zip(groups, cells)}
+    crowded = measurement.oversubscribed(measurement.spans(sweep.jobs))
+    for cell, jobs in zip(cells, groups.values()):
+        notes = [crowded[id(j)] for j in jobs if j.status == STATUS_OK and id(j) in crowded]
+        if notes:
+            _flag(cell, FLAG_OVERSUBSCRIBED, *notes)
     first_num = {
         id(c): min((j.num for j in jobs if j.num is not None), default=10**9)
         for c, jobs in zip(cells, groups.values())
@@ -94,6 +104,9 @@ def build_report(
         if cell is base:
             if base.env_steps_per_s is not None:
                 cell.ratio, cell.ci_low, cell.ci_high = 1.0, 1.0, 1.0
+                cell.ratio_clean = not cell.flags
+            if base.wall_s is not None:
+                cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high = 1.0, 1.0, 1.0
             cell.ci_method = "baseline"
             cell.ratio_note = "baseline" if base.env_steps_per_s else "baseline has no ok jobs"
             cell.learning_note = "baseline"
@@ -132,7 +145,14 @@ def build_report(
         n_bootstrap=n_bootstrap,
         bootstrap_seed=bootstrap_seed,
         wandb=sweep.wandb,
+        run_order=measurement.run_order(sweep.jobs, dims),
     )
+
+
+def _flag(cell: CellSummary, kind: str, *notes: str) -> None:
+    if kind not in cell.flags:
+        cell.flags.append(kind)
+    cell.flag_notes += [n for n in notes if n not in cell.flag_notes]
 
 
 # ----------------------------------------------------------------------------- cells
@@ -236,8 +256,30 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     recompiles: list[float] = []
     returns: list[float] = []
     eval_sds: list[float] = []
+    eval_returns: list[float] = []
+    steps: list[float] = []
+    fixed: list[float] = []
     for job in ok:
         rec = job.record
+        wall, n_steps = _num(rec.get("wall_s")), _num(rec.get("env_steps"))
+        if wall is not None and wall > 0:
+            cell.wall_s_seeds.append(wall)
+            rate = _num(_section(rec, "throughput").get("env_steps_per_s"))
+            if n_steps is not None and rate is not None and rate > 0:
+                steps.append(n_steps)
+                fixed.append(wall - n_steps / rate)
+        drift = measurement.job_drift(job)
+        if drift is not None:
+            cell.job_drift.append(drift)
+            if drift["flagged"]:
+                _flag(cell, FLAG_DRIFT, (
+                    f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
+                    f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
+                    f"(last third), x{drift['drift']:.3f}"))
+            if drift["noisy"]:
+                _flag(cell, FLAG_NOISY, (
+                    f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
+                    f"(2 standard errors over {drift['n_iterations']} iterations)"))
         thr, comp, learn = (_section(rec, name) for name in ("throughput", "compile", "learning"))
         rate = _num(thr.get("env_steps_per_s"))
         if rate is not None and rate > 0:
@@ -252,6 +294,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         _append_num(recompiles, comp.get("recompiles"))
         if _append_num(returns, learn.get("final_return")):
             _append_num(eval_sds, learn.get("final_return_std"))
+            eval_returns = [r for r in (_num(v) for v in learn.get("eval_returns") or []) if r is not None]
         curve = _section(learn, "curve")
         if curve.get("episode_return"):
             cell.curves.append(
@@ -271,6 +314,16 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.compile_reasons = _compile_reasons(jobs)
     cell.final_returns = returns
     cell.final_return_median = _median(returns)
+    iqr_over = returns if len(returns) >= 2 else eval_returns if len(returns) == 1 else []
+    if iqr_over:
+        cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
+        cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
+    cell.wall_s = _median(cell.wall_s_seeds)
+    cell.env_steps = _median(steps)
+    cell.fixed_cost_s = _median(fixed)
+    disagree, note = measurement.seeds_disagree(ok)
+    if disagree and note:
+        _flag(cell, FLAG_SEEDS, note)
     if len(returns) >= 2:
         cell.final_return_spread = float(np.std(returns, ddof=1))
         cell.final_return_spread_kind = "seed_sd"
@@ -439,7 +492,51 @@ def _compare_with_baseline(
             cell.ratio_note = "no CI: no per-iteration throughput"
     else:
         cell.ratio_note = why
+    if cell.ratio is not None:
+        cell.ratio_clean = not cell.flags and not base.flags
+        if base.flags:
+            cell.flag_notes.append(f"baseline ({base.label}) flagged: {', '.join(base.flags)}")
+    _end_to_end(cell, base, why, n_bootstrap, bootstrap_seed)
     cell.learning_flag, cell.learning_note = _learning_check(cell, base)
+
+
+def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstrap: int,
+                bootstrap_seed: int) -> None:
+    """Whole-job wall-time ratio (baseline / cell), its CI, and the break-even budget."""
+    if cell.wall_s is None or base.wall_s is None:
+        cell.end_to_end_note = "no wall_s in ok jobs" if cell.wall_s is None else "baseline has no wall_s"
+        return
+    if why is not None and (cell.fingerprint_mixed or base.fingerprint_mixed or why.startswith("fingerprint")):
+        cell.end_to_end_note = why
+        return
+    if cell.env_steps is not None and base.env_steps is not None and cell.env_steps != base.env_steps:
+        cell.end_to_end_note = f"different budgets: {cell.env_steps:.0f} vs {base.env_steps:.0f} env steps"
+        return
+    cell.end_to_end_ratio = base.wall_s / cell.wall_s
+    if len(cell.wall_s_seeds) >= 2 and len(base.wall_s_seeds) >= 2:
+        rng = _rng(bootstrap_seed, "end_to_end|" + cell.label + "|" + base.label)
+        num = _bootstrap_medians(np.asarray(base.wall_s_seeds), rng, n_bootstrap)
+        den = _bootstrap_medians(np.asarray(cell.wall_s_seeds), rng, n_bootstrap)
+        samples = num / den
+        cell.end_to_end_ci_low = float(np.percentile(samples, 2.5))
+        cell.end_to_end_ci_high = float(np.percentile(samples, 97.5))
+        cell.end_to_end_ci_method = "seeds"
+    else:
+        cell.end_to_end_note = "no CI: fewer than 2 seeds"
+    rate, base_rate = cell.env_steps_per_s, base.env_steps_per_s
+    if (cell.ratio is None or rate is None or base_rate is None or cell.fixed_cost_s is None
+            or base.fixed_cost_s is None):
+        return
+    extra_s = cell.fixed_cost_s - base.fixed_cost_s
+    saving_s = 1.0 / base_rate - 1.0 / rate
+    if saving_s > 0 and extra_s > 0:
+        cell.break_even_env_steps = extra_s / saving_s
+        where = (f"loses end to end at this budget ({cell.env_steps:.0f} env steps)"
+                 if cell.end_to_end_ratio < 1 else "wins end to end at this budget")
+        cell.break_even_note = (
+            f"faster in steady state but {extra_s:.3g} s more fixed cost (start-up, compile, evaluation): "
+            f"pays off beyond ~{cell.break_even_env_steps:,.0f} env steps at {saving_s * 1e6:.3g} us saved "
+            f"per step; {where}")
 
 
 def _bootstrap_medians(values: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -553,6 +650,7 @@ def _marginal_effect(
                 without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s
             )
         )
+        eff.clean = (eff.clean is not False) and not ca.flags and not cb.flags
         samples, method = _ratio_samples(
             cb, ca, _rng(bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}"), n_bootstrap
         )

@@ -1,0 +1,236 @@
+"""How clean a sweep's measurement was: run order, drift within a job, seeds that disagree, jobs
+that oversubscribed their host. Pure functions over the jobs' records; the rules are in
+:data:`rlsweep.report.model.FLAG_RULE`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlsweep.report.model import (
+    DRIFT_MIN_PER_THIRD,
+    DRIFT_REL,
+    NOISE_SE_FACTOR,
+    SEED_SPREAD_REL,
+    UNKNOWN,
+    Job,
+)
+
+#: standard error of a median = this x sd / sqrt(n) (normal samples)
+_MEDIAN_SE = 1.2533
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        return None
+    return float(value)
+
+
+def _rates(job: Job) -> list[float]:
+    """The job's steady per-iteration env_steps_per_s (positive finite values only)."""
+    thr = job.record.get("throughput")
+    values = thr.get("per_iteration_env_steps_per_s") if isinstance(thr, dict) else None
+    return [r for r in (_num(v) for v in values or []) if r is not None and r > 0]
+
+
+def _pooled_sd(groups: Sequence[Sequence[float]]) -> float:
+    """Iteration noise: the standard deviation around each group's own mean, pooled over the groups.
+
+    Deviations are taken within each group (a third of a job, or a whole job) so that a trend or
+    a difference between groups does not count as noise. Not robust on purpose: an outlier
+    iteration widens the noise, which only makes a flag less likely.
+    """
+    dof = sum(len(g) - 1 for g in groups)
+    if dof <= 0:
+        return float("inf")
+    ss = sum(float(np.sum((np.asarray(g) - np.mean(g)) ** 2)) for g in groups)
+    return float(np.sqrt(ss / dof))
+
+
+def _median_se(sd: float, n: int) -> float:
+    return _MEDIAN_SE * sd / np.sqrt(n)
+
+
+def job_drift(job: Job) -> dict[str, Any] | None:
+    """First vs last third of a job's steady iterations; None when too few to judge.
+
+    Returns:
+        ``{"seed", "n_iterations", "first_third", "last_third", "drift", "noise", "flagged",
+        "rate_uncertainty", "noisy"}``: the thirds' median rates, ``drift`` = last / first,
+        ``noise`` = the difference of the thirds' medians that noise could explain (env steps/s),
+        ``flagged`` per the drift rule, ``rate_uncertainty`` = 2 standard errors of the job's
+        median rate relative to it, ``noisy`` when that exceeds the drift threshold.
+    """
+    rates = _rates(job)
+    k = len(rates) // 3
+    if k < DRIFT_MIN_PER_THIRD:
+        return None
+    first, last = rates[:k], rates[-k:]
+    m_first, m_last = float(np.median(first)), float(np.median(last))
+    drift = m_last / m_first
+    sd = _pooled_sd([first, rates[k:-k] or first, last])
+    noise = NOISE_SE_FACTOR * np.sqrt(2) * _median_se(sd, k)
+    beyond_noise = abs(m_last - m_first) > noise
+    uncertainty = 2 * _median_se(sd, len(rates)) / float(np.median(rates))
+    return {
+        "seed": job.seed,
+        "n_iterations": len(rates),
+        "first_third": m_first,
+        "last_third": m_last,
+        "drift": drift,
+        "noise": float(noise),
+        "flagged": bool(abs(drift - 1.0) > DRIFT_REL and beyond_noise),
+        "rate_uncertainty": uncertainty,
+        "noisy": bool(uncertainty > DRIFT_REL),
+    }
+
+
+def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
+    """Whether a cell's ok seeds disagree beyond their own iteration noise (None: not assessed)."""
+    per_job = []
+    for job in jobs:
+        thr = job.record.get("throughput")
+        rate = _num(thr.get("env_steps_per_s")) if isinstance(thr, dict) else None
+        iters = _rates(job)
+        if rate is not None and rate > 0 and len(iters) >= 2:
+            per_job.append((rate, job.seed, iters))
+    if len(per_job) < 2:
+        return None, None
+    per_job.sort(key=lambda x: x[0])
+    (slow, slow_seed, slow_iters), (fast, fast_seed, fast_iters) = per_job[0], per_job[-1]
+    median = float(np.median([r for r, _, _ in per_job]))
+    spread = (fast - slow) / median
+    se = [_median_se(_pooled_sd([it]), len(it)) for it in (slow_iters, fast_iters)]
+    apart = fast - slow > NOISE_SE_FACTOR * float(np.hypot(*se))
+    note = (f"seeds disagree: env_steps_per_s {slow:.4g} (seed {slow_seed}) to {fast:.4g} "
+            f"(seed {fast_seed}), spread {spread:.0%} of the median")
+    return bool(spread > SEED_SPREAD_REL and apart), note
+
+
+# ----------------------------------------------------------------------- when and where
+
+
+def parse_time(text: Any) -> float | None:
+    """A record's ISO 8601 UTC time (``2026-11-29T21:00:00.123Z``) as POSIX seconds; None if absent."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.timestamp()
+
+
+@dataclass
+class Span:
+    """When and where one job ran, and how many threads it kept busy."""
+
+    job: Job
+    start: float
+    end: float
+    host: str
+    threads: int
+    capacity: int
+
+
+def spans(jobs: Sequence[Job]) -> list[Span]:
+    """Every job with a start and an end time (failed ones too: they used the cores while running)."""
+    out = []
+    for job in jobs:
+        rec = job.record
+        start, end = parse_time(rec.get("started_at")), parse_time(rec.get("finished_at"))
+        if start is None or end is None or end < start:
+            continue
+        info = rec.get("job") if isinstance(rec.get("job"), dict) else {}
+        fp = rec.get("fingerprint") if isinstance(rec.get("fingerprint"), dict) else {}
+        host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
+        threads = fp.get("num_threads")
+        threads = int(threads) if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1
+        # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;
+        # local jobs share the launching process's affinity mask (usable_cpus)
+        cores = fp.get("cpu_count") if info.get("slurm_job_id") else fp.get("usable_cpus") or fp.get("cpu_count")
+        capacity = int(cores) if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else 0
+        out.append(Span(job, start, end, host, threads, capacity))
+    return out
+
+
+def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
+    """``id(job)`` -> why, for every job during which its host had more busy threads than cores.
+
+    The peak is taken over the job's own run: at each moment a job on the same host started
+    (within the run), the threads of all jobs running then are summed.
+    """
+    out: dict[int, str] = {}
+    for s in all_spans:
+        if s.capacity <= 0:
+            continue
+        same = [o for o in all_spans if o.host == s.host and o.start < s.end and s.start < o.end]
+        peak, peak_jobs = 0, 0
+        for t in sorted({s.start, *(o.start for o in same if s.start <= o.start < s.end)}):
+            running = [o for o in same if o.start <= t < o.end]
+            busy = sum(o.threads for o in running)
+            if busy > peak:
+                peak, peak_jobs = busy, len(running)
+        if peak > s.capacity:
+            out[id(s.job)] = (f"oversubscribed: seed {s.job.seed} ran with up to {peak_jobs} job(s) and "
+                              f"{peak} busy threads on {s.capacity} usable cores of {s.host}")
+    return out
+
+
+def max_concurrent(all_spans: Sequence[Span]) -> int:
+    """The most jobs running at one moment (any host)."""
+    best = 0
+    for s in all_spans:
+        best = max(best, sum(o.start <= s.start < o.end for o in all_spans))
+    return best
+
+
+def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
+    """How the jobs were started: seed-major (interleaved), cell-major (seeds back to back), ...
+
+    Read from the records' ``started_at`` (ties: ``job.num``); see :class:`~rlsweep.report.model.Report`.
+    """
+    timed = [s for s in spans(jobs)]
+    timed.sort(key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
+    concurrent = max_concurrent(timed)
+    launchers = sorted({str((s.job.record.get("job") or {}).get("launcher") or UNKNOWN) for s in timed})
+    limits = sorted({str(m) for s in timed if (m := (s.job.record.get("job") or {}).get("max_parallel"))})
+    base = {"n_timed_jobs": len(timed), "max_concurrent": concurrent, "launchers": launchers,
+            "max_parallel": limits}
+    if len(timed) < 2:
+        return {**base, "order": "unknown",
+                "text": "unknown: fewer than two jobs carry start and end times"}
+    cells = [tuple(s.job.key.get(d, UNKNOWN) for d in dims) for s in timed]
+    seeds = [s.job.seed for s in timed]
+
+    def contiguous(seq: list[Any]) -> bool:
+        seen: set[Any] = set()
+        for i, v in enumerate(seq):
+            if v in seen and seq[i - 1] != v:
+                return False
+            seen.add(v)
+        return True
+
+    n_cells, n_seeds = len(set(cells)), len(set(seeds))
+    at_once = ("one job at a time" if concurrent <= 1 else f"up to {concurrent} jobs at once") + (
+        f" ({', '.join(launchers)}" + (f", max_parallel {', '.join(limits)}" if limits else "") + ")")
+    if n_seeds < 2:
+        order, what = "single seed", "one seed per cell: no repeats to spread drift over"
+    elif n_cells < 2:
+        order, what = "single cell", "one cell: its seeds one after another"
+    elif contiguous(seeds):
+        order, what = "seed-major", ("interleaved, seed-major: every cell's first seed, then every "
+                                     "cell's next seed, ...; drift of the machine spreads over all cells")
+    elif contiguous(cells):
+        order, what = "cell-major", ("cell-major: each cell's seeds ran back to back, so drift of the "
+                                     "machine lands on whole cells and their ratios carry it")
+    else:
+        order, what = "mixed", "mixed: neither seed-major nor cell-major"
+    return {**base, "order": order, "text": f"{what}; {at_once}"}
