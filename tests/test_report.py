@@ -509,6 +509,7 @@ PRINT_BREAK = {
     "line": 50,
     "function": "step",
 }
+CUDAGRAPH_SKIP = {"reason": "skipping cudagraphs due to mutated inputs (2 instances)"}
 RECOMPILE = {"reason": "tensor 'obs' size mismatch at index 0. expected 64, actual 32", "frame": "step (/home/me/algo.py:28)"}
 
 
@@ -523,6 +524,7 @@ def test_compile_reasons_listed_per_cell(tmp_path: Path) -> None:
                 "graph_break_reasons": breaks,
                 "recompile_reasons": [{**RECOMPILE, "count": 1}],
                 "reasons_dropped": 2 if seed else 0,
+                **({} if seed else {"cudagraph_skips": 1, "cudagraph_skip_reasons": [{**CUDAGRAPH_SKIP, "count": 1}]}),
             },
             "act": {"compile_s": 0.5, "compilations": 1, "recompiles": 0, "graph_breaks": 0,
                     "graph_break_reasons": [], "recompile_reasons": [], "reasons_dropped": 0},
@@ -541,6 +543,8 @@ def test_compile_reasons_listed_per_cell(tmp_path: Path) -> None:
     ]
     assert update["recompiles"] == [{**RECOMPILE, "count": 2, "jobs": 2}]
     assert update["reasons_dropped"] == 2
+    assert update["cudagraph_skips"] == [{**CUDAGRAPH_SKIP, "count": 1, "jobs": 1}]
+    assert update["cudagraph_skip_count"] == 1
 
     out = tmp_path / "out"
     rp.write_report(report, out, plots=False, log_wandb=False)
@@ -549,7 +553,7 @@ def test_compile_reasons_listed_per_cell(tmp_path: Path) -> None:
     assert by_label["compile=default"]["compile_reasons"]["update"]["recompiles"][0]["count"] == 2
     assert by_label["compile=none"]["compile_reasons"] == {}
     md = (out / "summary.md").read_text()
-    section = md.split("## Graph breaks and recompiles", 1)[1].split("\n## ", 1)[0]
+    section = md.split("## Graph breaks, recompiles and CUDA-graph skips", 1)[1].split("\n## ", 1)[0]
     assert "### compile=default" in section and "### compile=none" not in section
     lines = section.splitlines()
     assert (
@@ -564,11 +568,13 @@ def test_compile_reasons_listed_per_cell(tmp_path: Path) -> None:
         "tensor 'obs' size mismatch at index 0. expected 64, actual 32"
     ) in lines
     assert "- `update`: 2 more occurrence(s) of reasons not kept" in lines
+    assert "- `update`: 1 graph(s) ran without CUDA graphs" in lines
+    assert "  - ×1 (1 job): skipping cudagraphs due to mutated inputs (2 instances)" in lines
 
     # a sweep without any reasons says so
     plain = rp.build_report(rp.load_sweep(make_sweep(tmp_path / "plain", TWO_BY_TWO)))
     md = render_markdown(plain)
-    assert md.split("## Graph breaks and recompiles", 1)[1].split("\n## ", 1)[0].strip() == "None recorded."
+    assert md.split("## Graph breaks, recompiles and CUDA-graph skips", 1)[1].split("\n## ", 1)[0].strip() == "None recorded."
 
 
 def test_all_failed_writes_text_but_no_plots(tmp_path: Path) -> None:

@@ -187,7 +187,9 @@ class CellSummary:
     ones merged: ``{name: {"graph_breaks": [{reason, file, line, function, [stack], count,
     jobs}], "recompiles": [{reason, frame, count, jobs}], "reasons_dropped": n}}`` (``count`` =
     occurrences summed over the jobs, ``jobs`` = how many of the cell's jobs had it; most
-    frequent first).
+    frequent first), ``"cudagraph_skips": [{reason, count, jobs}]`` (the messages inductor gave)
+    and ``"cudagraph_skip_count"`` (graphs of a CUDA-graph mode that ran without CUDA graphs, over
+    the cell's jobs; on a CPU every one, without a message).
     """
 
     label: str

@@ -223,7 +223,7 @@ def _times(entry: dict[str, Any]) -> str:
 
 
 def _compile_reason_lines(report: Report) -> list[str]:
-    """The "Graph breaks and recompiles" section: dynamo's reasons per cell and compiled function."""
+    """The "Graph breaks, recompiles and CUDA-graph skips" section: dynamo's reasons per cell and compiled function."""
     lines: list[str] = []
     for cell in report.cells:
         entries: list[str] = []
@@ -242,6 +242,11 @@ def _compile_reason_lines(report: Report) -> list[str]:
                 entries.append(
                     f"- `{name}`: recompile {_times(rec)}{frame}, guard failed: {_md_text(rec.get('reason'))}"
                 )
+            if fn.get("cudagraph_skip_count"):
+                said = fn.get("cudagraph_skips", [])
+                entries.append(f"- `{name}`: {fn['cudagraph_skip_count']} graph(s) ran without CUDA graphs"
+                               + ("" if said else " (no reason given: inductor skips every graph on a CPU)"))
+                entries += [f"  - {_times(skip)}: {_md_text(skip.get('reason'))}" for skip in said]
             if fn.get("reasons_dropped"):
                 entries.append(f"- `{name}`: {fn['reasons_dropped']} more occurrence(s) of reasons not kept")
         if entries:
@@ -251,7 +256,9 @@ def _compile_reason_lines(report: Report) -> list[str]:
     intro = (
         "Per cell and compiled function, from dynamo (what `TORCH_LOGS=graph_breaks,recompiles` would "
         "print): identical reasons merged, ×occurrences over the cell's jobs (in how many jobs). A frame "
-        "whose compilation gave up and runs eagerly counts as a graph break."
+        "whose compilation gave up and runs eagerly counts as a graph break. Under `reduce-overhead` and "
+        "`max-autotune`, a graph that ran without CUDA graphs (the modes' main gain lost) is listed with "
+        "inductor's reason."
     )
     return [intro, "", *lines[:-1]]
 
@@ -365,7 +372,7 @@ def render_markdown(report: Report) -> str:
     ] or ["None."]
     lines += ["", "## Not-applicable toggles", ""]
     lines += [f"- {where}: {text}" for text, where in _not_applicable_groups(report)] or ["None."]
-    lines += ["", "## Graph breaks and recompiles", ""]
+    lines += ["", "## Graph breaks, recompiles and CUDA-graph skips", ""]
     lines += _compile_reason_lines(report)
     lines += ["", "## Fingerprints", ""]
     fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}

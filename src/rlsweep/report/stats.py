@@ -181,14 +181,16 @@ def _append_num(values: list[float], value: Any) -> bool:
 
 
 def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
-    """Graph-break and recompile reasons of the jobs' compiled functions, identical ones merged.
+    """Graph-break, recompile and CUDA-graph-skip reasons of the jobs' compiled functions, identical ones merged.
 
     See :class:`CellSummary` (``compile_reasons``) for the shape. Every job with a record
     counts, failed ones included.
     """
     merged: dict[str, dict[str, dict[tuple[Any, ...], dict[str, Any]]]] = {}
     dropped: dict[str, int] = {}
-    kinds = (("graph_breaks", "graph_break_reasons"), ("recompiles", "recompile_reasons"))
+    kinds = (("graph_breaks", "graph_break_reasons"), ("recompiles", "recompile_reasons"),
+             ("cudagraph_skips", "cudagraph_skip_reasons"))
+    skips: dict[str, int] = {}
     for job in jobs:
         per_function = _section(_section(job.record, "compile"), "per_function")
         for name, fn in per_function.items():
@@ -209,16 +211,20 @@ def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
                     if key not in seen:
                         seen.add(key)
                         out["jobs"] += 1
+            n_skips = fn.get("cudagraph_skips")
+            if isinstance(n_skips, int) and not isinstance(n_skips, bool) and n_skips > 0:
+                skips[str(name)] = skips.get(str(name), 0) + n_skips
             extra = fn.get("reasons_dropped")
             if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
                 dropped[str(name)] = dropped.get(str(name), 0) + extra
     result: dict[str, dict[str, Any]] = {}
-    for name in [*merged, *(n for n in dropped if n not in merged)]:
+    for name in dict.fromkeys([*merged, *dropped, *skips]):
         tables = merged.get(name, {})
         result[name] = {
             kind: sorted(tables.get(kind, {}).values(), key=lambda e: -e["count"]) for kind, _ in kinds
         }
         result[name]["reasons_dropped"] = dropped.get(name, 0)
+        result[name]["cudagraph_skip_count"] = skips.get(name, 0)
     return result
 
 
