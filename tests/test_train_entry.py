@@ -146,3 +146,13 @@ def test_the_multirun_flag_may_come_anywhere() -> None:
         "-m", "--config-dir", "c", "algo=td3", "seed=0,1"]
     assert multirun_flag_first(["algo=td3", "seed=1"]) == ["algo=td3", "seed=1"]
     assert multirun_flag_first(["--multirun", "seed=0,1"]) == ["--multirun", "seed=0,1"]
+
+
+def test_the_budget_is_met_not_cut_short_by_a_partial_iteration() -> None:
+    from helpers import tiny_cfg
+
+    from rlsweep.runner import train
+
+    cfg = tiny_cfg("ppo", "total_env_steps=300")  # iterations of 4 envs x 16 steps: 4 would stop at 256
+    record = train(cfg).record()
+    assert record["env_steps"] == 320 and record["iterations"] == 5

@@ -60,7 +60,9 @@ class Algorithm(ABC):
         """Env steps (over all envs) one iteration collects."""
 
     def num_iterations(self, total_env_steps: int) -> int:
-        return max(1, total_env_steps // self.iteration_env_steps)
+        """Iterations that run at least ``total_env_steps`` env steps: the budget is met, never cut short
+        by a partial iteration (as Stable-Baselines3 runs it); the record says how many ran (``env_steps``)."""
+        return max(1, -(-total_env_steps // self.iteration_env_steps))
 
     @abstractmethod
     def iteration(self) -> dict[str, float]:
