@@ -140,6 +140,19 @@ def _cudagraphs_logger() -> logging.Logger | None:
     return cudagraphs_log
 
 
+#: inductor's and AOT-autograd's cache counters: (record key, counter group, counter name)
+_CACHE_COUNTERS = (("fxgraph_hits", "inductor", "fxgraph_cache_hit"), ("fxgraph_misses", "inductor", "fxgraph_cache_miss"),
+                   ("fxgraph_bypasses", "inductor", "fxgraph_cache_bypass"),
+                   ("aot_autograd_hits", "aot_autograd", "autograd_cache_hit"),
+                   ("aot_autograd_misses", "aot_autograd", "autograd_cache_miss"))
+
+
+def _cache_counts() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    return {key: counters[group][name] for key, group, name in _CACHE_COUNTERS}
+
+
 def _graph_break_records() -> list[Any]:
     try:
         from torch._dynamo.utils import graph_break_reasons
@@ -194,6 +207,7 @@ class CompileStats:
         self._dynamo_ids: set[str] = set()  # compile ids that ran the callbacks
         self._last_metrics: Any = None  # newest compilation-metrics record already read
         self._skip_log = _CudagraphSkipLog(self)
+        self._cache_at_install: dict[str, int] | None = None
 
     # dynamo callbacks ------------------------------------------------------------------------
     def _on_start(self, args: Any = None) -> None:
@@ -281,6 +295,7 @@ class CompileStats:
 
             metrics = _compilation_metrics()
             self._last_metrics = metrics[-1] if metrics else None  # earlier records are not ours
+            self._cache_at_install = _cache_counts()  # the counters are per process: count this job's
             torch._dynamo.callback_handler.register_start_callback(self._on_start)
             torch._dynamo.callback_handler.register_end_callback(self._on_end)
             logger = _cudagraphs_logger()
@@ -337,6 +352,23 @@ class CompileStats:
     def total_compile_s(self) -> float:
         return sum(v.compile_s for v in self.functions.values())
 
+    def cache_summary(self) -> dict[str, Any] | None:
+        """How much of the compilation the on-disk caches served: their folder, hits and misses.
+
+        ``served_from_cache`` = hits / (hits + misses) over inductor's FX graphs (a hit skips
+        lowering and the C++/Triton build of that graph); dynamo's own tracing always runs.
+        None when nothing was compiled through these stats.
+        """
+        if self._cache_at_install is None:
+            return None
+        import os
+
+        now = _cache_counts()
+        counts = {k: now[k] - self._cache_at_install[k] for k in now}
+        looked_up = counts["fxgraph_hits"] + counts["fxgraph_misses"]
+        return {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), **counts,
+                "served_from_cache": round(counts["fxgraph_hits"] / looked_up, 4) if looked_up else None}
+
     def summary(self, mode: str) -> dict[str, Any]:
         """The record's ``compile`` section.
 
@@ -355,6 +387,7 @@ class CompileStats:
             self._harvest_metrics()
         per_fn = {k: v.as_dict() for k, v in self.functions.items()}
         return {
+            "cache": self.cache_summary(),
             "mode": mode,
             "compile_s": round(self.total_compile_s(), 6),
             "graph_breaks": sum(v.graph_breaks for v in self.functions.values()),

@@ -71,6 +71,7 @@ class Runtime:
         self.compile_dynamic: bool | None = False
         self.compile_functions: tuple[str, ...] = ()
         self.compile_cpp_wrapper = False
+        self.compile_cache_dir: str | None = None
         self.compile_stats: CompileStats | None = None
         # dtype toggle
         self.autocast_dtype: torch.dtype | None = None

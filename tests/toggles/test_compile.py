@@ -96,3 +96,53 @@ def test_guards_are_skipped_in_the_steady_iterations_only(algo: str) -> None:
     p0, p1 = reference_params(algo)[2], params_of(out.algo)
     for k in p0:
         torch.testing.assert_close(p1[k], p0[k], rtol=TestCompile.rtol, atol=TestCompile.atol)
+
+
+def test_the_compile_cache_folder_comes_from_the_config_then_torch_then_the_user_cache(tmp_path, monkeypatch) -> None:
+    from rlsweep.toggles.compile import compile_cache_dir
+
+    assert compile_cache_dir(str(tmp_path / "c"), {"TORCHINDUCTOR_CACHE_DIR": "/x"}) == str(tmp_path / "c")
+    assert compile_cache_dir(None, {"TORCHINDUCTOR_CACHE_DIR": "/x", "XDG_CACHE_HOME": "/y"}) == "/x"
+    assert compile_cache_dir(None, {"XDG_CACHE_HOME": "/y"}) == "/y/rlsweep/torch_compile"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert compile_cache_dir(None, {}) == str(tmp_path / ".cache" / "rlsweep" / "torch_compile")
+
+
+@pytest.mark.slow  # a cold compile into a fresh folder: a minute on 2 cores
+def test_a_job_compiles_into_its_cache_folder_and_leaves_the_environment_as_it_was(tmp_path, monkeypatch) -> None:
+    import os
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    cache = tmp_path / "cache"
+    record = train(tiny_cfg("dqn", "compile=default", "compile.functions=[update]", f"compile.cache_dir={cache}")).record()
+    info = record["compile"]["cache"]
+    assert info["dir"] == str(cache) and info["fxgraph_hits"] + info["fxgraph_misses"] >= 1
+    assert any(cache.rglob("*")), "nothing was written to the configured cache folder"
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    assert train(tiny_cfg("dqn")).record()["compile"]["cache"] is None  # eager: no compile, no cache figures
+
+
+@pytest.mark.slow
+def test_a_second_process_with_its_own_tmp_reuses_what_the_first_compiled(tmp_path) -> None:
+    """Compile once per cluster: a job on another node (its own /tmp) reuses the shared cache folder."""
+    import json
+    import os
+
+    from helpers import run_train
+
+    cache = tmp_path / "shared_cache"
+    records = []
+    for node in ("node_a", "node_b"):
+        tmp = tmp_path / node / "tmp"
+        tmp.mkdir(parents=True)
+        out = tmp_path / node / "run"
+        proc = run_train(["experiment=smoke", "compile=default", "compile.functions=[update]", "progress=false",
+                          "logger.mode=disabled", "total_env_steps=1024", f"compile.cache_dir={cache}",
+                          f"hydra.run.dir={out}"],
+                         env={**os.environ, "TMPDIR": str(tmp)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records.append(json.loads((out / "result.json").read_text())["compile"]["cache"])
+    cold, warm = records
+    assert cold["fxgraph_misses"] >= 1 and cold["served_from_cache"] < 1.0
+    assert warm["fxgraph_misses"] == 0 and warm["fxgraph_hits"] >= 1 and warm["served_from_cache"] == 1.0
+    assert warm["aot_autograd_hits"] >= 1

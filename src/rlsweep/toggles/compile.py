@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from rlsweep.toggles.base import Toggle
@@ -38,6 +40,23 @@ class CompileConfig:
     # when nothing a guard checks changes after warm-up: shapes, dtypes, modules (true of
     # rlsweep's algorithms); a change would then run the old graph instead of recompiling
     skip_guards_after_warmup: bool = False
+    # where inductor keeps what it compiled (FX graphs, AOT-autograd graphs, built kernels), so a
+    # later job reuses it instead of compiling again. null: $TORCHINDUCTOR_CACHE_DIR when set, else
+    # rlsweep's folder in the user's cache directory ($XDG_CACHE_HOME or ~/.cache), which a
+    # cluster's nodes share over the home file system (torch's own default, /tmp, starts cold on
+    # every node). A sweep may keep its own: compile.cache_dir=${hydra:sweep.dir}/compile_cache
+    cache_dir: Optional[str] = None
+
+
+def compile_cache_dir(configured: str | None, environ: dict[str, str] | None = None) -> str:
+    """The folder inductor's caches use for a job: the config's, else TORCHINDUCTOR_CACHE_DIR, else rlsweep's."""
+    env = os.environ if environ is None else environ
+    if configured:
+        return str(Path(configured).expanduser().resolve())
+    if env.get("TORCHINDUCTOR_CACHE_DIR"):
+        return env["TORCHINDUCTOR_CACHE_DIR"]
+    base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return str(Path(base) / "rlsweep" / "torch_compile")
 
 
 class CompileToggle(Toggle):
@@ -84,6 +103,9 @@ class CompileToggle(Toggle):
         rt.compile_dynamic = cfg.compile.dynamic
         rt.compile_functions = tuple(cfg.compile.functions)
         rt.compile_cpp_wrapper = cfg.compile.cpp_wrapper
+        # inductor reads the variable whenever it opens its caches (and sets it itself on first use)
+        self._cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        rt.compile_cache_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"] = compile_cache_dir(cfg.compile.cache_dir)
 
     def restore(self) -> None:
         # compiled code of one job must not serve (or count toward) the next in-process job;
@@ -91,4 +113,9 @@ class CompileToggle(Toggle):
         import torch
 
         torch._dynamo.reset()
+        if hasattr(self, "_cache_env"):
+            if self._cache_env is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = self._cache_env
 
