@@ -93,12 +93,16 @@ def test_a_job_killed_with_sigkill_is_reported_and_the_others_finish(tmp_path: P
         _wait_for(lambda: "training" in _read(sweep / "0" / "train.log"), 120, "job 0 to train", proc)
         os.kill(victim["job"]["pid"], signal.SIGKILL)
         other = _record_with_status(sweep / "1", "ok")
-        proc.communicate(timeout=300)
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert other is None, "job 1 had finished before the kill: the test no longer covers a sweep with live jobs"
     assert proc.returncode != 0
+    # one line that names the job, not a traceback with submitit's log dump
+    assert "Traceback" not in err and "submitit INFO" not in err, err[-3000:]
+    died = [line for line in err.splitlines() if "ended without a result" in line]
+    assert len(died) == 1 and died[0].startswith("rlsweep: job 0 (") and str(sweep / "0") in died[0], err[-3000:]
     _complete(read_result(sweep / "1"))
     killed = read_result(sweep / "0")
     assert killed["status"] == "failed" and killed["error"].startswith("killed:")
@@ -192,3 +196,61 @@ def test_a_healthy_offline_run_records_no_logging_error(tmp_path: Path) -> None:
     assert record["logging"]["errors"] == []
     run = read_wandb_run(record["logging"]["wandb_run_dir"])
     assert run["run_id"] == record["logging"]["wandb_run_id"] and run["exit_code"] == 0
+
+
+# ------------------------------------------------------------- stopping a submitit_local sweep
+
+
+def _popen_group(args: list[str]) -> subprocess.Popen:
+    """The command in a process group of its own, as a terminal runs it (Ctrl-C reaches the whole group)."""
+    return subprocess.Popen([sys.executable, "-m", "sweeps.train", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+#: long enough that both jobs still train when the stop comes, short enough to resume in ~20 s
+BIG = 40960
+
+
+@pytest.mark.slow  # two local job processes start, train, stop and resume (~1 min)
+@pytest.mark.parametrize(("how", "rc"), [("SIGTERM-to-the-launcher", 143), ("SIGINT-to-the-launcher", 130),
+                                          ("Ctrl-C-in-a-terminal", 130)])
+def test_a_stopped_submitit_local_sweep_checkpoints_every_running_job(tmp_path: Path, how: str, rc: int) -> None:
+    """submitit_local, 2 jobs training at once; the stop reaches the launcher only, or (Ctrl-C in a terminal)
+    every process of the group, submitit's controllers included: each job writes its checkpoint and an
+    `interrupted` record; the same command with resume=true continues both from their checkpoints."""
+    sweep = tmp_path / "sweep"
+    command = ["-m", *FAST, f"total_env_steps={BIG}", "seed=0,1", "hydra/launcher=submitit_local",
+               "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={sweep}"]
+    proc = _popen_group(command)
+    try:
+        for i in (0, 1):
+            _wait_for(lambda i=i: "training" in _read(sweep / str(i) / "train.log"), 180, f"job {i} to train", proc)
+        if how == "Ctrl-C-in-a-terminal":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == rc, err[-3000:]
+    assert "Traceback" not in err
+    name = "SIGTERM" if rc == 143 else "SIGINT"
+    assert f"stopped by {name}" in err and f"resume=true hydra.sweep.dir={sweep}" in err
+    stopped = [read_result(sweep / str(i)) for i in (0, 1)]
+    for i, record in enumerate(stopped):
+        assert record["status"] == "interrupted", record["error"]
+        assert record["error"].endswith("; checkpoint written") and record["job"]["launcher"] == "LocalLauncher"
+        assert (sweep / str(i) / "checkpoint.pt").stat().st_size > 0
+    summary, _ = _report(sweep)
+    assert "2 failed (2 interrupted)" in summary
+    if how != "Ctrl-C-in-a-terminal":
+        return
+    resumed = run_train([*command, "resume=true"], timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for i in (0, 1):
+        record = read_result(sweep / str(i))
+        assert record["status"] == "ok" and record["env_steps"] == BIG
+        assert record["resumed_from"]["env_steps"] == record["resumed_at_env_steps"][0] > 0
+        assert record["checkpoint_rejected"] is None and record["requeues"] == 1

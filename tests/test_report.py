@@ -739,6 +739,7 @@ def test_wandb_failure_only_warns(
         "summary.csv",
         "summary.md",
         "report.json",
+        "wandb_workspace.json",  # a local file: written although the W&B run failed
     }
     # write_report logs too, unless told not to
     rp.write_report(rp.build_report(rp.load_sweep(sweep)), tmp_path / "out", plots=False)
@@ -766,3 +767,33 @@ def test_report_again_updates_its_one_wandb_run(tmp_path: Path) -> None:
     assert run["run_id"] == first_id
     assert (run["job_type"], run["exit_code"]) == ("report", 0)
     assert run["summary"]["report/n_ok"] == 2
+
+
+def test_the_report_says_which_code_each_job_ran_on(tmp_path: Path) -> None:
+    """Jobs on different commits, a job resumed on other code, and a rejected checkpoint are each noted."""
+    sweep = tmp_path / "sweep"
+    old, new = "a" * 40, "b" * 40
+    num = 0
+    for comp in ("none", "default"):
+        for seed in range(2):
+            rec = make_record(compile=comp, seed=seed)
+            rec["provenance"] = {"code": {"rlsweep": {"commit": new, "dirty": False}}, "versions": {}}
+            if comp == "default" and seed == 1:  # stopped on the old commit, resumed on the new one, edited
+                rec["code_history"] = [{"attempt": 0, "from_env_steps": 0, "commit": old, "dirty": False},
+                                       {"attempt": 1, "from_env_steps": 512, "commit": new, "dirty": True}]
+            if comp == "none" and seed == 1:
+                rec["provenance"]["code"]["rlsweep"]["commit"] = old
+                rec["checkpoint_rejected"] = "checksum mismatch (the file is damaged)"
+            write_job(sweep, num, rec)
+            num += 1
+    notes = rp.build_report(rp.load_sweep(sweep)).notes
+    assert "compile=default seed 1: resumed on other code: aaaaaaa → bbbbbbb+dirty" in notes
+    assert ("compile=none seed 1: its checkpoint was not used (checksum mismatch (the file is damaged)); "
+            "it started afresh") in notes
+    code = [n for n in notes if n.startswith("jobs ran on different code")]
+    assert code == ["jobs ran on different code, so ratios between them include the code change: "
+                    "bbbbbbb: compile=none seed 0, compile=default seed 0; aaaaaaa: compile=none seed 1; "
+                    "bbbbbbb+dirty: compile=default seed 1"]
+    # one commit for every job: nothing to say
+    plain = rp.build_report(rp.load_sweep(make_sweep(tmp_path / "plain", TWO_BY_TWO))).notes
+    assert not [n for n in plain if "code" in n]

@@ -112,6 +112,11 @@ def test_a_stopped_and_resumed_run_gives_the_numbers_of_an_uninterrupted_one(run
     resumed, straight = read_result(runs["c"]), read_result(runs["a"])
     assert resumed["status"] == "ok" and resumed["requeues"] == 1
     assert 0 < resumed["resumed_at_env_steps"][0] < 12800  # continued mid-run, not started over
+    # the record says from which checkpoint, and which code ran each attempt
+    assert resumed["resumed_from"]["env_steps"] == resumed["resumed_at_env_steps"][0]
+    assert resumed["checkpoint_rejected"] is None
+    assert [(h["attempt"], h["from_env_steps"]) for h in resumed["code_history"]] == [
+        (0, 0), (1, resumed["resumed_at_env_steps"][0])]
     assert _learning(resumed) == _learning(straight)
     assert not (runs["c"] / "checkpoint.pt").exists()  # done: the record is the result
     # the W&B run: two attempts under one id whose iterations add up to the uninterrupted run's
@@ -211,3 +216,60 @@ def test_a_sweep_folder_with_finished_jobs_is_not_overwritten(sweep: dict) -> No
     other = run_train([*changed, "resume=true"])
     assert other.returncode == 2 and "job 1 (" in other.stderr and "another config" in other.stderr
     assert {i: (folder / str(i) / "result.json").read_bytes() for i in range(3)} == before
+
+
+# ------------------------------------------------------------------ resuming on changed code
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.slow  # a copy of the code in a git repository of its own, a run stopped and resumed (~30 s)
+def test_a_job_resumed_on_changed_code_says_which_commit_ran_which_part(tmp_path: Path) -> None:
+    """The job starts on commit A, is stopped, the code changes (commit B), the job resumes: allowed, and
+    its record names A for the part before the stop and B for the rest."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    for part in ("src", "conf", "sweeps"):
+        shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "A")
+    commit_a = _git(repo, "rev-parse", "HEAD")
+    out = tmp_path / "run"
+    args = [*BUDGET, f"hydra.run.dir={out}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(repo / "src")}
+
+    proc = subprocess.Popen([sys.executable, "-m", "sweeps.train", *args], cwd=repo, text=True, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not _training(out):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stopped = read_result(out)
+    assert stopped["status"] == "interrupted" and stopped["provenance"]["code"]["rlsweep"]["commit"] == commit_a
+    assert stopped["provenance"]["code"]["rlsweep"]["repo"] == str(repo)  # the copy ran, not this tree
+
+    runner = repo / "src" / "rlsweep" / "runner.py"
+    runner.write_text(runner.read_text() + "\n# a change between the stop and the resume\n")
+    _git(repo, "commit", "-q", "-am", "B")
+    commit_b = _git(repo, "rev-parse", "HEAD")
+    resumed = subprocess.run([sys.executable, "-m", "sweeps.train", *args, "resume=true"], cwd=repo, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    record = read_result(out)
+    assert record["status"] == "ok" and record["env_steps"] == 12800
+    assert record["provenance"]["code"]["rlsweep"]["commit"] == commit_b
+    assert record["resumed_from"]["code"]["commit"] == commit_a
+    at = record["resumed_at_env_steps"][0]
+    assert [(h["attempt"], h["from_env_steps"], h["commit"], h["dirty"]) for h in record["code_history"]] == [
+        (0, 0, commit_a, False), (1, at, commit_b, False)]

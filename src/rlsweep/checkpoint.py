@@ -2,15 +2,33 @@
 
 Networks, optimizers, algorithm state (replay buffer, rollout position, RNGs), the environments
 themselves (synchronous vector envs are pickled whole, so a resumed job sees the same episodes),
-torch/numpy/python RNG states, the timers and the runner's counters. Written atomically; a
-checkpoint is only used by a job whose config matches the one that wrote it.
+torch/numpy/python RNG states, the timers and the runner's counters.
+
+One file, written atomically (temp file + fsync + rename: a failed or interrupted write leaves the
+previous checkpoint as it was), laid out as::
+
+    RLSWEEP-CHECKPOINT 1\n
+    {"sha256": ..., "bytes": ..., "config_digest": ..., "env_steps": ..., "attempt": ..., "code": ...,
+     "history": [...]}\n
+    <torch.save payload>
+
+The header line says what the payload must be (its length and sha256), so a truncated or corrupted
+file is recognised before torch unpickles anything, and for which config and code it was written.
+A checkpoint is only used by a job whose config matches the one that wrote it; ``history`` lists
+the code (git commit) of every attempt that contributed to it, so a job resumed on other code says
+which parts ran on which commit.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import errno
+import functools
 import hashlib
+import inspect
 import io
 import json
+import logging
 import pickle
 import random
 from dataclasses import asdict
@@ -22,9 +40,18 @@ import numpy as np
 import torch
 
 from rlsweep.config import TrainConfig
-from rlsweep.results import write_bytes_atomic
+from rlsweep.results import provenance, write_bytes_atomic
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.pt"
+MAGIC = b"RLSWEEP-CHECKPOINT 1\n"
+#: a header line longer than this is not one of ours (the history of a job's attempts stays far below)
+_MAX_HEADER = 1 << 20
+
+
+class CheckpointWriteError(OSError):
+    """The checkpoint could not be written (the disk is full, say); the previous one is untouched."""
 #: config keys that do not change what a job computes
 _VOLATILE = ("progress", "logger", "checkpoint_interval_s", "eval_episodes", "resume")
 
@@ -65,9 +92,56 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+@functools.lru_cache(maxsize=16)
+def code_state(algorithm_file: str | None = None) -> dict[str, Any]:
+    """The git commit and dirty flag of rlsweep (and of the algorithm, when in another repository).
+
+    Cached: asked at every checkpoint of a job, and the code of a running process does not change.
+    """
+    return code_of(provenance(algorithm_file))
+
+
+def code_of(prov: dict[str, Any]) -> dict[str, Any]:
+    """The commit/dirty fields of a record's ``provenance`` that a checkpoint's history keeps."""
+    code = prov["code"]
+    out: dict[str, Any] = {"commit": None, "dirty": None}
+    if code.get("rlsweep"):
+        out.update(commit=code["rlsweep"]["commit"], dirty=code["rlsweep"]["dirty"])
+    if code.get("algorithm"):
+        out.update(algorithm_commit=code["algorithm"]["commit"], algorithm_dirty=code["algorithm"]["dirty"])
+    return out
+
+
+def _algorithm_file(algo: Any) -> str | None:
+    try:
+        return inspect.getsourcefile(type(algo))
+    except TypeError:
+        return None
+
+
+def attempt_segment(attempt: int, from_env_steps: int, code: dict[str, Any]) -> dict[str, Any]:
+    """One attempt of a job in a checkpoint's (and a record's) ``history``: from where, on which code."""
+    return {"attempt": attempt, "from_env_steps": from_env_steps, **code}
+
+
+def code_history(header: dict[str, Any] | None, code: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attempts of a job that resumes from ``header`` (None: starts afresh) and runs on ``code``."""
+    if header is None:
+        return [attempt_segment(0, 0, code)]
+    return [*header.get("history", []), attempt_segment(header["attempt"] + 1, header["env_steps"], code)]
+
+
 def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) -> None:
+    """Write the checkpoint of ``algo`` and the runner's counters to ``path``, atomically.
+
+    Raises:
+        CheckpointWriteError: the file could not be written (no space left, say); ``path`` still
+            holds the previous checkpoint, whole.
+    """
+    path = Path(path)
+    digest = config_digest(cfg)
     payload = {
-        "config_digest": config_digest(cfg),
+        "config_digest": digest,
         "modules": {k: m.state_dict() for k, m in algo.modules().items()},
         "optimizers": {k: o.state_dict() for k, o in algo.optimizers().items()},
         "algo_extra": algo.extra_state(),
@@ -79,15 +153,103 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
     }
     buf = io.BytesIO()
     torch.save(payload, buf)
-    write_bytes_atomic(Path(path), buf.getvalue())
+    body = buf.getvalue()
+    # this attempt's place among the job's attempts: the runner counts resumes in ``requeues``
+    attempt = int(runner_state.get("requeues", 0))
+    resumed_at = runner_state.get("resumed_at_env_steps") or [0]
+    previous = read_header(path)
+    history = previous.get("history", []) if previous and previous.get("config_digest") == digest else []
+    history = [h for h in history if h.get("attempt", 0) < attempt]
+    history.append(attempt_segment(attempt, int(resumed_at[-1]) if attempt else 0, code_state(_algorithm_file(algo))))
+    header = {
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "bytes": len(body),
+        "config_digest": digest,
+        "env_steps": int(algo.env_steps),
+        "attempt": attempt,
+        "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "code": history[-1],
+        "history": history,
+    }
+    head = MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n"
+    try:
+        write_bytes_atomic(path, head + body)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise CheckpointWriteError(
+                exc.errno, f"checkpoint not written: no space left on device in {path.parent} "
+                f"({len(head) + len(body):,} bytes needed); the previous checkpoint there is kept") from exc
+        raise
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    """The header of the checkpoint at ``path`` (not verified against the payload); None if it has none."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return None
+            line = f.readline(_MAX_HEADER)
+        header = json.loads(line)
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def _read_verified(path: Path) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
+    """(header, payload bytes, None) for a whole checkpoint; (None, None, why) for a damaged one."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return None, None, f"unreadable: {exc.strerror or exc}"
+    if not data.startswith(MAGIC):
+        return None, None, ("empty file" if not data else
+                            "no rlsweep checkpoint header (damaged, or written by another program or version)")
+    end = data.find(b"\n", len(MAGIC))
+    try:
+        header = json.loads(data[len(MAGIC):end]) if end > 0 else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or not isinstance(header.get("bytes"), int) or "sha256" not in header:
+        return None, None, "truncated or corrupted header"
+    body = data[end + 1:]
+    if len(body) != header["bytes"]:
+        return None, None, f"truncated: {len(body):,} of {header['bytes']:,} payload bytes"
+    if hashlib.sha256(body).hexdigest() != header["sha256"]:
+        return None, None, "corrupted: the payload's sha256 does not match the header's"
+    return header, body, None
+
+
+def check(path: Path, cfg: TrainConfig) -> tuple[dict[str, Any] | None, str | None]:
+    """Whether the checkpoint at ``path`` can resume a job with ``cfg``.
+
+    Returns:
+        ``(header, None)`` for a whole checkpoint of this config; ``(None, reason)`` for one that
+        must not be used (truncated, corrupted, of another config); ``(None, None)`` when there is
+        no checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None, None
+    header, _, why = _read_verified(path)
+    if header is None:
+        return None, why
+    if header.get("config_digest") != config_digest(cfg):
+        return None, "written for another config"
+    return header, None
 
 
 def load(path: Path, cfg: TrainConfig) -> dict[str, Any] | None:
-    """The checkpoint at ``path`` if it exists and was written for this config, else None."""
+    """The checkpoint at ``path`` if it exists, is whole and was written for this config, else None."""
     path = Path(path)
     if not path.is_file():
         return None
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    header, body, why = _read_verified(path)
+    if header is None or body is None:
+        log.warning("checkpoint %s not used: %s; the job starts afresh", path, why)
+        return None
+    if header.get("config_digest") != config_digest(cfg):
+        return None
+    payload = torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
     if payload.get("config_digest") != config_digest(cfg):
         return None
     return payload

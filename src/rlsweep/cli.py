@@ -33,11 +33,19 @@ def train_entry() -> Iterator[None]:
     - After a multirun, also one whose jobs failed or were interrupted: the comparison report.
     - Ctrl-C / SIGTERM ends with one line that says how to continue, exit status 128 + signal.
     """
-    from rlsweep.hydra_callbacks import LAST_RUN_DIR, LAST_SWEEP_DIR, debug_enabled
+    from rlsweep import folder_lock
+    from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_RUN_DIR, LAST_SWEEP_DIR, debug_enabled
 
     if debug_enabled():
         os.environ["HYDRA_FULL_ERROR"] = "1"
+    for state in (LAST_LAUNCHER, LAST_RUN_DIR, LAST_SWEEP_DIR):  # set anew by this command's callback
+        state.clear()
     sys.argv[1:] = multirun_flag_first(sys.argv[1:])
+    problems = group_value_errors(sys.argv[1:])
+    if problems:
+        print("rlsweep: invalid command line:\n" + "\n".join(f"  - {p}" for p in problems) + "\nNothing was run.",
+              file=sys.stderr)
+        raise SystemExit(2)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with finish_sweep():
@@ -60,6 +68,7 @@ def train_entry() -> Iterator[None]:
         raise SystemExit(1) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        folder_lock.release_all()  # the end of the process does the same; this is for callers in-process
 
 
 def multirun_flag_first(args: list[str]) -> list[str]:
@@ -72,6 +81,58 @@ def multirun_flag_first(args: list[str]) -> list[str]:
     if not flags or "--" in args:
         return args
     return [flags[0], *(a for a in args if a not in ("-m", "--multirun"))]
+
+
+def _config_dirs(args: list[str]) -> list[Path]:
+    """rlsweep's primary config folder, and every ``--config-dir`` of ``args``."""
+    from rlsweep.resources import CONF_DIR
+
+    dirs = [CONF_DIR]
+    for i, arg in enumerate(args):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(args):
+            dirs.append(Path(args[i + 1]).expanduser())
+        elif arg.startswith("--config-dir="):
+            dirs.append(Path(arg.split("=", 1)[1]).expanduser())
+    return [d for d in dirs if d.is_dir()]
+
+
+def group_value_errors(args: list[str]) -> list[str]:
+    """Config-group overrides whose value is a number, a bool or null (``compile=0``, ``env=null``).
+
+    Hydra stops on these with a Python traceback of its own (a group override must be a string),
+    before rlsweep's checks run; everything else about an override Hydra or those checks report.
+    """
+    import dataclasses
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from rlsweep.config import TrainConfig
+
+    overrides = [a for a in args if "=" in a and not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return []  # a syntax error: Hydra's own message says where
+    dirs = _config_dirs(args)
+    groups = {f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.type)
+              or f.name in ("algo", "env", "logger", "compile", "dtype", "backend", "objective")}
+    groups |= {p.name for d in dirs for p in d.iterdir() if p.is_dir()}
+    errors = []
+    for o in parsed:
+        group = o.key_or_group
+        if "/" not in group and group not in groups:
+            continue
+        value = o.value()
+        values = list(getattr(value, "list", None) or ([value] if not isinstance(value, list) else value))
+        wrong = [v for v in values if isinstance(v, (int, float, bool)) or v is None]
+        if not wrong:
+            continue
+        options = sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
+        choose = f"; choose one of: {', '.join(options)}" if options else ""
+        shown = ", ".join("null" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for v in wrong)
+        errors.append(f"{o.input_line}: an option of the config group {group} is a name, not {shown}{choose}")
+    return errors
 
 
 def _override(key: str, path: str) -> str:
@@ -93,11 +154,15 @@ def finish_sweep() -> Iterator[None]:
     was killed before it could write a result.
     """
     from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_SWEEP_DIR
+    from rlsweep.launchers import SUBMITTED
 
+    SUBMITTED.clear()
     try:
         yield
     finally:
-        if LAST_SWEEP_DIR and Path(LAST_SWEEP_DIR[0]).is_dir():
+        if SUBMITTED:  # hydra.launcher.wait=false: the jobs were only submitted; no waiting, no report yet
+            print("\n".join(SUBMITTED), flush=True)
+        elif LAST_SWEEP_DIR and Path(LAST_SWEEP_DIR[0]).is_dir():
             sweep = Path(LAST_SWEEP_DIR[0])
             local_jobs = bool(LAST_LAUNCHER) and LAST_LAUNCHER[0] == "LocalLauncher"
             try:
@@ -140,7 +205,9 @@ def _local_submitit_pids(sweep: Path) -> list[int]:
 
 
 def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
-    """Wait while jobs of ``sweep`` still run on this machine (Ctrl-C stops waiting, not the jobs)."""
+    """Wait while jobs of ``sweep`` still run on this machine: after a job failed, or after a stop signal
+    while the stopped jobs write their checkpoints. Ctrl-C stops waiting (and a job that already got
+    one stop request stops at once)."""
     from rlsweep.job import job_process_alive
 
     said = False
@@ -152,8 +219,8 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
                 return
             if not said:
                 what = ", ".join(str(d) for d in running) or f"submitit processes {pids}"
-                print(f"rlsweep: a job of the sweep failed; waiting for the jobs still running ({what}) before "
-                      "the report (Ctrl-C stops waiting; the jobs go on)", file=sys.stderr)
+                print(f"rlsweep: waiting for the sweep's jobs still running ({what}) before the report "
+                      "(Ctrl-C stops waiting)", file=sys.stderr)
                 said = True
             time.sleep(_POLL_S)
     except KeyboardInterrupt:

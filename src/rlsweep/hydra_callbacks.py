@@ -13,11 +13,13 @@ traceback too (and sets Hydra's ``HYDRA_FULL_ERROR=1`` for Hydra's own errors).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
 import tempfile
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,10 @@ def _choice_errors(cfg: DictConfig) -> list[str]:
     for key, choice in choices.items():
         group = str(key).split("@", 1)[0]
         if choice is None or group.startswith("hydra/"):
+            continue
+        # a choice Hydra loaded exists: a cheap look-up settles it; the full list (tens of ms per
+        # group, which adds up over every job of a sweep) only for a choice that may not
+        if loader.repository.config_exists(f"{group}/{choice}"):
             continue
         options = loader.get_group_options(group)
         if options and choice not in options:
@@ -241,6 +247,33 @@ def _check_finished_sweep(config: DictConfig, jobs: list[tuple[list[str], DictCo
                          "for a different sweep choose another hydra.sweep.dir")], title=FOLDER)
 
 
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Take the folder's lock (see :mod:`rlsweep.folder_lock`), then run the checks of what it holds.
+
+    Locked first: a command that ends between the checks and the lock could otherwise leave
+    finished jobs that this one, checked before they finished, would overwrite. A command refused
+    by those checks leaves the folder as it found it.
+    """
+    from rlsweep import folder_lock
+
+    existed = folder.is_dir()
+    try:
+        created = folder_lock.acquire(folder)
+    except folder_lock.FolderBusy as exc:
+        _fail([str(exc)], title=FOLDER)
+    except OSError as exc:
+        _fail([f"{folder}: cannot create its lock file ({exc.strerror or exc})"], title=FOLDER)
+    try:
+        yield
+    except BaseException:
+        folder_lock.release(folder, remove=created)
+        if not existed:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
 def _resume_requested(config: DictConfig) -> bool:
     return bool(OmegaConf.select(config, RESUME_KEY, default=False))
 
@@ -276,7 +309,8 @@ class RLSweepCallback(Callback):
         resume = _resume_requested(config)
         if resume and not _given(config, "hydra.run.dir"):
             _fail(["resume=true needs the folder of the run to resume: add hydra.run.dir=<that folder>"])
-        _check_finished_run(config, out, resume)
+        with _locked(out):
+            _check_finished_run(config, out, resume)
 
     @staticmethod
     def _check_sweep(config: DictConfig) -> None:
@@ -300,7 +334,8 @@ class RLSweepCallback(Callback):
         if resume and not _given(config, "hydra.sweep.dir"):
             _fail([("resume=true needs the folder of the sweep to resume: add hydra.sweep.dir=<that folder> "
                    "(the sweep's first run printed it)")])
-        _check_finished_sweep(config, jobs, resume)
+        with _locked(Path(str(config.hydra.sweep.dir))):
+            _check_finished_sweep(config, jobs, resume)
         _move_resume_to_hydra_overrides(config)
 
 
@@ -330,7 +365,10 @@ def _expand_sweep(config: DictConfig) -> list[list[str]]:
     task = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
     sweeper_target = str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
     if not sweeper_target.endswith("BasicSweeper"):
-        return [task]  # other sweepers choose jobs as they go: check the base config only
+        # other sweepers (Optuna) choose jobs as they go: check the base config, without the
+        # overrides they search over (interval(...), choice(...))
+        parsed = OverridesParser.create().parse_overrides(task)
+        return [[str(o.input_line) for o in parsed if not o.is_sweep_override()]]
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
     extra = [f"{k}={v}" for k, v in params.items()]
     parsed = OverridesParser.create().parse_overrides(extra + task)

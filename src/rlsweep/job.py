@@ -17,6 +17,7 @@ import inspect
 import json
 import logging
 import os
+import signal
 import socket
 import time
 import traceback
@@ -25,21 +26,31 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlsweep import toggles
+from rlsweep import checkpoint, toggles
 from rlsweep.algos import algorithm_class
 from rlsweep.checkpoint import CHECKPOINT_FILE
-from rlsweep.config import TrainConfig, to_object
+from rlsweep.config import ObjectiveConfig, TrainConfig, to_object
 from rlsweep.results import RESULT_FILE, fingerprint, provenance, write_result
 from rlsweep.runner import resolve_device, train
-from rlsweep.signals import Interrupted
-from rlsweep.tracking import Tracker, flatten, resolved_logger, run_group, scrub, secret_values, stable_run_id
+from rlsweep.signals import Interrupted, stop_requested
+from rlsweep.tracking import (
+    JOB_TYPE_TRAIN,
+    Tracker,
+    flatten,
+    nest,
+    resolved_logger,
+    run_group,
+    scrub,
+    secret_values,
+    stable_run_id,
+)
 from rlsweep.validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
 
 #: config keys that do not change a job's result: a finished record made with other values of
 #: these still counts as this job's result when resuming
-RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s")
+RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective")
 #: overrides that are switches of one invocation, not part of a job's identity
 INVOCATION_KEYS = ("resume",)
 STATUS_RUNNING = "running"
@@ -158,6 +169,9 @@ def toggle_tags(cfg: TrainConfig) -> list[str]:
 
 def train_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one job under Hydra; return its result record."""
+    stopped = stop_requested()  # the sweep was stopped while this job's process started: do not start
+    if stopped is not None:
+        raise KeyboardInterrupt(signal.Signals(stopped).name)
     info = job_info()
     out_dir = Path(info["output_dir"])
     tcfg = to_object(cfg)
@@ -186,6 +200,15 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         # which code ran: a resumed job may continue on another commit, and the report says so
         "provenance": provenance(inspect.getsourcefile(algorithm_class(tcfg.algo._target_))),
     }
+    # a checkpoint left by an earlier attempt: resumed from when whole and of this config, else
+    # the job starts afresh and says why (the runner loads only what passes the same check)
+    ckpt = out_dir / CHECKPOINT_FILE
+    resumed, record["checkpoint_rejected"] = checkpoint.check(ckpt, tcfg)
+    record["resumed_from"] = None if resumed is None else {
+        "checkpoint": str(ckpt), "env_steps": resumed["env_steps"], "written_at": resumed.get("written_at"),
+        "code": resumed.get("code")}
+    if record["checkpoint_rejected"]:
+        log.warning("%s not used: %s; the job starts afresh", ckpt, record["checkpoint_rejected"])
     wandb_settings = resolved_logger(tcfg.logger)  # the config, else W&B's environment variables
     # where W&B logs, in the running record too (the report reads it from any record)
     record["logging"] = {"wandb_mode": wandb_settings.mode, "wandb_project": wandb_settings.project,
@@ -199,18 +222,18 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     tracker: Tracker | None = None
     start = time.perf_counter()
     failed = True
-    ckpt = out_dir / CHECKPOINT_FILE
     try:
         tracker = Tracker(
             tcfg.logger,
             out_dir,
             name=run_name(tcfg),
             group=group,
-            job_type=tcfg.algo.name,
+            job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
             tags=toggle_tags(tcfg),
-            config={**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
-                    **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
-                    **_provenance_columns(record["provenance"])},
+            # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
+            config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
+                         **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
+                         **_provenance_columns(record["provenance"])}),
             run_id=stable_run_id(out_dir),
         )
         outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
@@ -229,21 +252,55 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
         record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
         raise
-    except BaseException:
+    except BaseException as exc:
         record["error"] = traceback.format_exc()
+        if type(exc).__name__ == "UncompletedJobError" and "timed-out too many times" in str(exc):
+            # submitit's verdict at a time-out after the last allowed requeue: the checkpoint is written
+            requeues = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+            record.update(status="timed_out", requeues=requeues, checkpoint=str(ckpt), error=(
+                f"timed out after {requeues} requeue(s) (hydra.launcher.max_num_timeout): checkpoint written; "
+                "resume=true continues from it"))
         raise
     finally:
         record["wall_s"] = round(time.perf_counter() - start, 3)
+        # which code ran which part of the job: the attempts its checkpoint carries, and this one
+        record["code_history"] = checkpoint.code_history(resumed, checkpoint.code_of(record["provenance"]))
         record["finished_at"] = _now()
         record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
         record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
             "num_threads", record["fingerprint"]["num_threads"])
+        if record["status"] == "ok":
+            record["objective"] = objective(record, tcfg.objective)
         if tracker is not None:
             tracker.summary(_summary_metrics(record))
             tracker.finish(failed)
         record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
                                  errors=tracker.errors if tracker is not None else [])
         write_result(out_dir, scrub(record, secrets))
+
+
+def objective(record: dict[str, Any], cfg: ObjectiveConfig) -> dict[str, Any]:
+    """The number a finished job returns to Hydra's sweeper, from its record (see :class:`ObjectiveConfig`).
+
+    Returns:
+        ``{"metric", "value", "reason"}``: ``value`` None (with the ``reason``) when the metric was not
+        measured or the final return is below ``cfg.min_return``.
+    """
+    thr = record.get("throughput") or {}
+    final_return = (record.get("learning") or {}).get("final_return")
+    wall_s = record.get("wall_s")
+    values = {
+        "env_steps_per_s": thr.get("env_steps_per_s"),
+        "updates_per_s": thr.get("updates_per_s"),
+        "end_to_end_env_steps_per_s": record.get("env_steps", 0) / wall_s if wall_s else None,
+        "final_return": final_return,
+    }
+    value, reason = values.get(cfg.metric), None
+    if value is None:
+        reason = f"{cfg.metric} was not measured"
+    if cfg.min_return is not None and (final_return is None or final_return < cfg.min_return):
+        value, reason = None, f"final return {final_return} is below objective.min_return={cfg.min_return}"
+    return {"metric": cfg.metric, "value": None if value is None else float(value), "reason": reason}
 
 
 def _provenance_columns(prov: dict[str, Any]) -> dict[str, Any]:
@@ -271,6 +328,7 @@ def _summary_metrics(record: dict[str, Any]) -> dict[str, Any]:
     learning = record.get("learning") or {}
     out["learning/final_return"] = learning.get("final_return")
     out["learning/final_return_std"] = learning.get("final_return_std")
+    out["objective"] = (record.get("objective") or {}).get("value")
     for name, state in (record.get("toggles") or {}).items():
         out[f"toggle_applied/{name}"] = state["applied"]
         if state.get("reason"):
@@ -304,6 +362,10 @@ def format_summary(record: dict[str, Any]) -> str:
     for name, state in (record.get("toggles") or {}).items():
         if state.get("reason"):
             lines.append(f"  {name:<15} {state['reason']}")
+    obj = record.get("objective")
+    if obj:
+        shown = f"{obj['value']:,.6g}" if obj["value"] is not None else f"None ({obj['reason']})"
+        lines.append(f"  objective       {obj['metric']} = {shown}")
     if record.get("skipped"):
         lines.append("  resume          finished before with the same config: result kept, nothing rerun")
     lines.append(f"  result          {Path(record['job']['output_dir']) / 'result.json'}")

@@ -5,9 +5,10 @@ checkpoint, and then either hands the signal to submitit (which requeues the job
 :class:`Interrupted`. Saving inside the handler itself could catch an iteration half done.
 
 - Under submitit (Slurm or local executor): SIGUSR2, submitit's timeout/preemption signal, is
-  chained to submitit's own handler after the checkpoint; SIGTERM stays with submitit.
-- Elsewhere: SIGINT and SIGTERM stop the job with a checkpoint and an ``interrupted`` record;
-  a second Ctrl-C stops at once.
+  chained to submitit's own handler after the checkpoint. Under Slurm, SIGTERM stays with submitit.
+- Elsewhere, and under submitit's local executor (whose launcher forwards a Ctrl-C or SIGTERM of
+  the sweep to every running job as SIGTERM): SIGINT and SIGTERM stop the job with a checkpoint
+  and an ``interrupted`` record; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any
+
+#: written in a sweep folder by its stopped launcher (submitit_local): a job process that starts
+#: after the stop, or was starting when the stop signal came, sees it and does not train
+STOP_MARKER = ".rlsweep-stop"
 
 
 class Interrupted(Exception):
@@ -31,22 +37,43 @@ def under_submitit() -> bool:
     return bool(os.environ.get("SUBMITIT_EXECUTOR"))
 
 
+def under_local_submitit() -> bool:
+    """A job of submitit's local executor: a process of this machine started by the sweep's launcher."""
+    return os.environ.get("SUBMITIT_EXECUTOR") == "local"
+
+
+def stop_signals() -> list[int]:
+    """The signals that ask this process's job to stop with a checkpoint."""
+    if not under_submitit():
+        return [signal.SIGINT, signal.SIGTERM]
+    if under_local_submitit():
+        return [signal.SIGUSR2, signal.SIGINT, signal.SIGTERM]
+    return [signal.SIGUSR2]
+
+
 class StopSignals:
     def __init__(self) -> None:
         self.signum: int | None = None
+        self._seen: set[int] = set()
         self._previous: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
-        if self.signum == signal.SIGINT and signum == signal.SIGINT:
+        if signum == signal.SIGINT and signum in self._seen:
             raise KeyboardInterrupt  # second Ctrl-C: stop now
-        self.signum = signum
+        self._seen.add(signum)
+        # the first request names the stop: a Ctrl-C in a terminal reaches a local submitit job
+        # directly and again as the SIGTERM its launcher forwards
+        if self.signum is None:
+            self.signum = signum
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signals can only be handled in the main thread
-        sigs = [signal.SIGUSR2] if under_submitit() else [signal.SIGINT, signal.SIGTERM]
-        for sig in sigs:
+        for sig in stop_signals():
             self._previous[sig] = signal.signal(sig, self._handler)
+        if _PENDING:  # asked to stop before this loop ran: stop at its first iteration boundary
+            self.signum = _PENDING[0]
+            self._seen.update(_PENDING)
 
     def uninstall(self) -> None:
         for sig, prev in self._previous.items():
@@ -62,3 +89,36 @@ class StopSignals:
         if under_submitit() and signum == signal.SIGUSR2 and callable(previous):
             previous(signum, None)  # submitit: checkpoint the job function, requeue, exit
         raise Interrupted(signum)
+
+
+#: stop signals a local submitit job received before its training loop took over: the loop stops
+#: at its first iteration boundary (a signal is process-wide state, so this is too)
+_PENDING: list[int] = []
+
+
+def _remember(signum: int, frame: FrameType | None) -> None:
+    if signum == signal.SIGINT and signum in _PENDING:
+        raise KeyboardInterrupt  # second Ctrl-C: stop now
+    _PENDING.append(signum)
+
+
+def stop_before_training(stop_marker: Path) -> None:
+    """In a job process of submitit's local executor, before the job's own code runs.
+
+    From here on SIGINT and SIGTERM are remembered -- instead of submitit's default of ignoring
+    SIGTERM -- and the training loop, once it runs, stops at its first checkpoint; a job that has
+    not started to train yet does not start (:func:`stop_requested`). The handler only records the
+    signal: raising in it could interrupt an import or a cleanup half way. A job of a sweep whose
+    launcher was already stopped -- it writes ``stop_marker`` before it signals its jobs, so a
+    signal that came before this point is not lost -- counts as stopped by SIGTERM.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _remember)
+        signal.signal(signal.SIGTERM, _remember)
+    if stop_marker.exists() and not _PENDING:
+        _PENDING.append(signal.SIGTERM)
+
+
+def stop_requested() -> int | None:
+    """The first stop signal this process got before its training loop ran (see :func:`stop_before_training`)."""
+    return _PENDING[0] if _PENDING else None

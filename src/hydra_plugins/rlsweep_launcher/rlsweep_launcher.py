@@ -7,14 +7,24 @@ subclass submits the same jobs through the same executor -- same job folders, re
 ``JobReturn`` list in job order, a job that died re-raised when its result is read -- but starts
 the next job only when one of the running ones has ended.
 
+A Ctrl-C or SIGTERM of the launching process stops the running jobs as it stops a job of the basic
+launcher: each gets SIGTERM, writes its checkpoint and an ``interrupted`` record at its next iteration
+boundary, and the launching process waits for them before the report (see :mod:`rlsweep.signals`).
+The job processes start with SIGINT ignored, so that a Ctrl-C in the terminal, which reaches every
+process of the terminal's process group, does not make submitit's controller process kill its job
+before the checkpoint; each job handles SIGINT itself. A job whose process died without a result
+(SIGKILL, out of memory) ends the sweep with one line that names it, not submitit's log dump.
+
 Its config node replaces the plugin's ``submitit_local``, so ``hydra/launcher=submitit_local`` gets
 the limit. Hydra scans this module at every start: heavy imports stay inside ``launch``. (No
 ``from __future__ import annotations``: Hydra's scanner runs the module before it is in
 ``sys.modules``, where ``dataclass`` would look its string annotations up.)
 """
 
+import json
 import logging
 import os
+import signal
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -24,10 +34,13 @@ from typing import Any, Optional
 from hydra._internal.core_plugins import basic_launcher
 from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.errors import CompactHydraException
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher
-from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf, SlurmQueueConf
 from omegaconf import OmegaConf, open_dict
+
+from rlsweep.signals import STOP_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +66,10 @@ class RLSweepLocalQueueConf(LocalQueueConf):
 ConfigStore.instance().store(
     group="hydra/launcher", name="submitit_local", node=RLSweepLocalQueueConf, provider="rlsweep"
 )
+
+
+class JobDied(CompactHydraException):
+    """A local job's process ended without a result: Hydra prints this one line, no traceback."""
 
 
 class LocalLauncher(submitit_launcher.LocalLauncher):
@@ -115,6 +132,8 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         pending = deque(seed_major_order(jobs_overrides))
         jobs: dict[int, Any] = {}
         running: list[int] = []
+        stop_marker = sweep_dir / STOP_MARKER
+        stop_marker.unlink(missing_ok=True)  # left by an earlier, stopped run of this sweep
         try:
             while pending:
                 running = [i for i in running if not jobs[i].done()]
@@ -124,17 +143,77 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
                     log.info(f"\t#{idx} : {' '.join(filter_overrides(jobs_overrides[i]))}")
                     # the job's hydra config records the limit it ran under (job.max_parallel)
                     overrides = [*jobs_overrides[i], f"hydra.launcher.max_parallel={limit}"]
-                    jobs[i] = executor.submit(self, overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons)
+                    jobs[i] = _submit_ignoring_sigint(
+                        executor, self, overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons)
                     running.append(i)
                 if pending:
                     time.sleep(POLL_S)
+            # in job order, as the plugin returns them
+            return [self._result(jobs[i], initial_job_idx + i, jobs_overrides[i], sweep_dir) for i in range(num_jobs)]
         except KeyboardInterrupt:
             if pending:
                 log.warning(f"interrupted: {len(pending)} job(s) not started: "
                             f"{sorted(initial_job_idx + i for i in pending)}")
+            _stop_jobs([job for job in jobs.values() if not job.done()], stop_marker)
             raise
-        # in job order, as the plugin returns them; a job that died raises here
-        return [jobs[i].results()[0] for i in range(num_jobs)]
+
+    @staticmethod
+    def _result(job: Any, idx: int, overrides: list[str], sweep_dir: Path) -> JobReturn:
+        """The job's ``JobReturn``; one that died without a result becomes a failed return saying so."""
+        from submitit.core.utils import UncompletedJobError
+
+        try:
+            return job.results()[0]
+        except UncompletedJobError:
+            folder = sweep_dir / str(idx)
+            try:  # a job stopped by a signal sent to it alone says so in its record
+                stopped = json.loads((folder / "result.json").read_text(encoding="utf-8"))["status"] == "interrupted"
+            except (OSError, ValueError, KeyError, TypeError):
+                stopped = False
+            why = ("was stopped by a signal (its record: interrupted, checkpoint written; resume=true continues it)"
+                   if stopped else "was killed (SIGKILL, out of memory) or crashed")
+            ret = JobReturn(overrides=overrides, status=JobStatus.FAILED)
+            ret.return_value = JobDied(
+                f"rlsweep: job {idx} ({' '.join(filter_overrides(overrides)) or 'no overrides'}) ended without a "
+                f"result: its process {why}; its record and log: {folder} (submitit's log: {job.paths.stdout.parent})")
+            return ret
+
+    def __call__(self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str,
+                 singleton_state: dict[Any, Any]) -> JobReturn:
+        """In the job's process: stop on SIGINT/SIGTERM from here on, and at once if the sweep was stopped."""
+        from rlsweep.signals import stop_before_training
+
+        assert self.config is not None
+        setup_globals()  # Hydra's resolvers (``${now:...}`` in hydra.sweep.dir): the plugin's __call__ registers them later
+        stop_before_training(Path(str(self.config.hydra.sweep.dir)) / STOP_MARKER)
+        return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+
+
+def _submit_ignoring_sigint(executor: Any, *args: Any) -> Any:
+    """``executor.submit(*args)`` with the job's processes starting with SIGINT ignored (see the module doc)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return executor.submit(*args)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_jobs(jobs: list[Any], stop_marker: Path) -> None:
+    """Ask every running job to stop with a checkpoint: SIGTERM to submitit's controller, which forwards it."""
+    if not jobs:
+        return
+    try:
+        stop_marker.touch()
+    except OSError as exc:
+        log.warning(f"cannot write {stop_marker}: {exc}; jobs that are starting may train on")
+    for job in jobs:
+        process = getattr(job, "_process", None)
+        if process is not None and process.poll() is None:
+            try:
+                process.send_signal(signal.SIGTERM)
+            except OSError:
+                pass
+    log.warning(f"stopping {len(jobs)} running job(s): each writes its checkpoint and an interrupted record")
 
 
 @dataclass
@@ -179,3 +258,74 @@ class BasicLauncher(basic_launcher.BasicLauncher):
                               config=sweep_config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return [runs[i] for i in range(len(job_overrides))]
+
+
+@dataclass
+class RLSweepSlurmQueueConf(SlurmQueueConf):
+    """The plugin's ``submitit_slurm`` fields, plus whether the launching process waits for the jobs."""
+
+    _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.SlurmLauncher"
+    # true: wait for every job and report the sweep at the end (the plugin's behaviour); false:
+    # submit the array, print its id and the commands to follow it (sweeps.status, sweeps.report)
+    # and return at once
+    wait: bool = True
+
+
+# Replaces the plugin's ``submitit_slurm`` node (and so the presets slurm_cpu/slurm_gpu built on it).
+ConfigStore.instance().store(
+    group="hydra/launcher", name="submitit_slurm", node=RLSweepSlurmQueueConf, provider="rlsweep"
+)
+
+
+class SlurmLauncher(submitit_launcher.SlurmLauncher):
+    """The plugin's Slurm launcher that records the sweep's jobs at submission and can return at once.
+
+    After submitting, it writes ``rlsweep_jobs.json`` in the sweep folder (each job's number,
+    overrides and Slurm task id), from which ``python -m sweeps.status`` shows jobs that have not
+    started yet. With ``wait=false`` it returns a completed, valueless return per job instead of
+    waiting for their results. Named like the plugin's class (records say ``SlurmLauncher``).
+    """
+
+    def __init__(self, wait: bool = True, **params: Any) -> None:
+        super().__init__(**params)
+        self.wait = wait
+
+    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
+        import submitit
+
+        from rlsweep.launchers import SUBMITTED, submitted_message
+        from rlsweep.status import write_manifest
+
+        assert self.config is not None
+        num_jobs = len(job_overrides)
+        assert num_jobs > 0
+        params = dict(self.params)
+        init = {"folder": params.pop("submitit_folder")}
+        if "max_num_timeout" in params:
+            init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
+        base = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()})
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}")
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep:
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        job_params = []
+        for i, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + i
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+        jobs = executor.map_array(self, *zip(*job_params))
+        write_manifest(sweep_dir, [(initial_job_idx + i, list(o), j.job_id)
+                                   for i, (o, j) in enumerate(zip(job_overrides, jobs))], type(self).__name__)
+        if self.wait:
+            return [j.results()[0] for j in jobs]
+        array_ids = [str(j.job_id).split("_", 1)[0] for j in jobs]
+        SUBMITTED.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
+        returns = []
+        for overrides in job_overrides:
+            ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
+            ret.return_value = None  # not awaited: the job's record is its result
+            returns.append(ret)
+        return returns

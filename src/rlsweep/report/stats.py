@@ -139,7 +139,7 @@ def build_report(
         cells=cells,
         marginal_effects=effects,
         casualties=casualties,
-        notes=list(sweep.notes) + _cell_notes(cells),
+        notes=list(sweep.notes) + _cell_notes(cells) + _code_notes(sweep.jobs, label_of, dims),
         n_jobs=len(sweep.jobs),
         expected_jobs=sweep.expected_jobs,
         n_bootstrap=n_bootstrap,
@@ -379,6 +379,44 @@ def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
                 totals.append(total)
         cell.phase_median_ms[phase] = _median(medians)
         cell.phase_total_s[phase] = _median(totals)
+
+
+def _commits(record: dict[str, Any]) -> list[str]:
+    """The commits a job ran on, one per attempt, as ``abc1234`` (``+dirty`` with uncommitted changes)."""
+    history = record.get("code_history")
+    if not isinstance(history, list) or not history:
+        code = _section(_section(_section(record, "provenance"), "code"), "rlsweep")
+        history = [code] if code else []
+    out = []
+    for segment in history:
+        if isinstance(segment, dict) and segment.get("commit"):
+            out.append(str(segment["commit"])[:7] + ("+dirty" if segment.get("dirty") else ""))
+    return out
+
+
+def _code_notes(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[str]:
+    """Which code the jobs ran on, when not all on one commit; jobs resumed on other code; rejected checkpoints.
+
+    A ratio between jobs on different commits measures the code change as well as the toggle.
+    """
+    notes: list[str] = []
+    by_commit: dict[str, list[str]] = {}
+    for job in jobs:
+        if not job.record:
+            continue
+        where = f"{label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)]} seed {job.seed}"
+        commits = _commits(job.record)
+        if commits:
+            by_commit.setdefault(commits[-1], []).append(where)
+        if len(dict.fromkeys(commits)) > 1:
+            notes.append(f"{where}: resumed on other code: {' → '.join(commits)}")
+        rejected = job.record.get("checkpoint_rejected")
+        if rejected:
+            notes.append(f"{where}: its checkpoint was not used ({rejected}); it started afresh")
+    if len(by_commit) > 1:
+        parts = [f"{commit}: {', '.join(where)}" for commit, where in by_commit.items()]
+        notes.insert(0, "jobs ran on different code, so ratios between them include the code change: " + "; ".join(parts))
+    return notes
 
 
 def _cell_notes(cells: list[CellSummary]) -> list[str]:

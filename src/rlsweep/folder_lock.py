@@ -1,0 +1,96 @@
+"""One writer per output folder: the command that launches a sweep (or a single run) holds a lock
+on its folder until it ends.
+
+The lock is ``flock`` on ``<folder>/.rlsweep.lock``, taken by the launching process before any job
+starts and held for its whole life (jobs, waiting for them, the report). The kernel releases it
+when the process ends in any way, SIGKILL included, so a dead command never leaves a stale lock;
+job processes (submitit_local) do not inherit it. The file itself stays and names its last holder.
+
+flock works between processes of one machine and on most local file systems; on some network
+file systems (older NFS) it may not exclude writers on other machines.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import socket
+from pathlib import Path
+
+LOCK_FILE = ".rlsweep.lock"
+
+#: locks held by this process: folder -> open file descriptor
+_HELD: dict[str, int] = {}
+
+
+class FolderBusy(Exception):
+    """Another command holds the folder's lock."""
+
+
+def _holder(path: Path) -> str:
+    """Who holds the lock at ``path``, as its holder wrote it (best effort)."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        return f"pid {info['pid']} on {info['hostname']}, since {info['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+def acquire(folder: Path) -> bool:
+    """Lock ``folder`` (created if needed) for this process, or fail at once.
+
+    Returns:
+        Whether this call created the lock file (and so leaves a trace in the folder).
+
+    Raises:
+        FolderBusy: another process holds the lock; the message names it.
+        OSError: the folder or its lock file cannot be created.
+    """
+    folder = Path(folder).absolute()
+    key = str(folder)
+    if key in _HELD:
+        return False
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_FILE
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise FolderBusy(f"{folder} is in use by another rlsweep command ({_holder(path)}); wait for it to "
+                         "end, or choose another folder") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    since = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    info = {"pid": os.getpid(), "hostname": socket.gethostname(), "since": since}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+    _HELD[key] = fd
+    return created
+
+
+def release(folder: Path, remove: bool = False) -> None:
+    """Release this process's lock on ``folder``; ``remove``: delete the lock file too (a refused command)."""
+    fd = _HELD.pop(str(Path(folder).absolute()), None)
+    if fd is None:
+        return
+    try:
+        if remove:
+            (Path(folder).absolute() / LOCK_FILE).unlink(missing_ok=True)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def release_all() -> None:
+    """Release every lock this process holds (the end of the process does the same)."""
+    while _HELD:
+        _, fd = _HELD.popitem()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
