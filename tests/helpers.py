@@ -23,6 +23,9 @@ TINY = {
             "algo.hidden_sizes=[16,16]", "total_env_steps=160"],
     "td3": ["algo.learning_starts=32", "algo.steps_per_iteration=32", "algo.batch_size=16",
             "algo.hidden_sizes=[16,16]", "total_env_steps=160"],
+    # the Atari PPO preset (Nature CNN on uint8 frames) on Breakout, games cut at 400 frames (100 steps)
+    "atari_ppo": ["experiment=atari_ppo", "algo.num_envs=2", "algo.num_steps=16", "algo.update_epochs=1",
+                  "algo.minibatch_size=16", "env.max_episode_steps=400", "total_env_steps=64"],
 }
 COMMON = list(QUIET)
 
@@ -37,7 +40,8 @@ def compose_cfg(overrides: list[str] | None = None, config_dir: Path | None = No
 
 
 def tiny_cfg(algo: str, *overrides: str) -> TrainConfig:
-    return compose_cfg([f"algo={algo}", *TINY[algo], *COMMON, *overrides], PLUGIN_CONF.get(algo))
+    selects = [] if algo.startswith("atari_") else [f"algo={algo}"]  # an experiment preset selects its algo
+    return compose_cfg([*selects, *TINY[algo], *COMMON, *overrides], PLUGIN_CONF.get(algo))
 
 
 params_of = parameters
@@ -54,9 +58,13 @@ def run_train(args: list[str], cwd: Path | None = None, env: dict[str, str] | No
 def read_wandb_run(run_dir: str | Path) -> dict:
     """Read an offline W&B run back from disk with wandb's own reader (no network).
 
-    Returns config, summary, tags, project, entity, group, job_type, name, exit_code and the history rows.
+    Returns config (nested keys as the W&B app names them: ``algo.lr``), nested_config (as stored),
+    summary, tags, project, entity, group, job_type, name, exit_code, the history rows and the
+    metric definitions.
     """
     import json
+
+    from rlsweep.tracking import flatten
 
     def inspect(*flags: str) -> str:
         proc = subprocess.run(["wandb", "leet", "inspect", *flags, "--json", str(run_dir)],
@@ -65,9 +73,9 @@ def read_wandb_run(run_dir: str | Path) -> dict:
         return proc.stdout
 
     head = json.loads(inspect("--summary"))
-    out = {"config": head["config"], "summary": head["summary"], "tags": head.get("tags") or [],
+    out = {"config": flatten(head["config"]), "nested_config": head["config"], "summary": head["summary"], "tags": head.get("tags") or [],
            "project": head.get("project"), "entity": head.get("entity"),
-           "exit_code": head.get("exit_code"), "state": head.get("state"), "history": []}
+           "exit_code": head.get("exit_code"), "state": head.get("state"), "history": [], "metrics": []}
     for line in inspect().splitlines():
         rec = json.loads(line)
         if rec["type"] == "run":
@@ -76,4 +84,6 @@ def read_wandb_run(run_dir: str | Path) -> dict:
                        run_id=run.get("run_id"))
         elif rec["type"] == "history":
             out["history"].append(rec["history"]["item"])
+        elif rec["type"] == "metric":
+            out["metrics"].append(rec["metric"])
     return out

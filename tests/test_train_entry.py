@@ -29,7 +29,8 @@ def test_single_run_writes_a_complete_record(single_run: dict) -> None:
     assert r["algo"] == "ppo" and r["env_id"] == "CartPole-v1" and r["seed"] == 3
     assert "seed=3" in r["overrides"]
     assert r["config"]["algo"]["name"] == "ppo" and r["config"]["total_env_steps"] == 2048
-    assert set(r["toggles"]) == {"compile", "dtype", "pin_memory", "non_blocking", "twin_modules", "inplace", "backend"}
+    assert set(r["toggles"]) == {"compile", "dtype", "pin_memory", "non_blocking", "twin_modules", "inplace", "backend",
+                                 "backend.channels_last"}
     for phase in ("env_step", "act", "h2d", "d2h", "update"):
         t = r["timings"][phase]
         assert t["count"] > 0 and t["p10_ms"] <= t["median_ms"] <= t["p90_ms"]
@@ -68,8 +69,13 @@ def test_single_run_prints_a_summary(single_run: dict) -> None:
 def test_wandb_offline_run_reads_back_with_the_records_numbers(single_run: dict) -> None:
     r = single_run["record"]
     run = read_wandb_run(r["logging"]["wandb_run_dir"])
-    assert run["job_type"] == "ppo"
-    assert run["group"] == Path(r["job"]["output_dir"]).name
+    assert run["job_type"] == "train"  # the role; the algorithm is a config column and a tag
+    assert run["config"]["algo.name"] == "ppo" and "ppo" in run["tags"]
+    assert run["nested_config"]["algo"]["lr"] == r["config"]["algo"]["lr"]  # nested: W&B filters algo.lr
+    assert run["group"] == "/".join(Path(r["job"]["output_dir"]).parts[-2:])  # keeps the date folder
+    # env steps are every metric's x-axis
+    assert {"glob_name": "*", "step_metric": "train/env_steps"}.items() <= next(
+        m for m in run["metrics"] if m.get("glob_name") == "*").items()
     assert run["exit_code"] == 0
     assert run["config"]["algo.lr"] == r["config"]["algo"]["lr"]
     assert run["config"]["compile.mode"] == "none" and run["config"]["toggle.twin_modules"] is False

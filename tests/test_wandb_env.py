@@ -120,7 +120,7 @@ def test_wandb_project_entity_and_dir_reach_the_jobs_and_the_report(tmp_path: Pa
     assert Path(logging["wandb_run_dir"]).parent == root / "wandb"
     assert not (sweep / "0" / "wandb").exists() and not (sweep / "report" / "wandb").exists()
     runs = {run["job_type"]: run for run in map(read_wandb_run, (root / "wandb").glob("offline-run-*"))}
-    assert set(runs) == {"ppo", "report"}
+    assert set(runs) == {"train", "report"}
     assert all((run["project"], run["entity"], run["exit_code"]) == (project, "team-x", 0) for run in runs.values())
 
 
@@ -139,3 +139,22 @@ def test_a_bad_wandb_environment_fails_before_any_job(tmp_path: Path, args: list
     assert message in proc.stderr and "Nothing was run." in proc.stderr, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not out.exists()
+
+
+def test_a_runs_group_keeps_the_date_of_its_folder() -> None:
+    from rlsweep.tracking import run_group
+
+    assert run_group(None, None, Path("outputs/2026-12-02/01-00-00_train")) == "2026-12-02/01-00-00_train"
+    assert run_group(None, "/x/multirun/2026-12-02/01-00-00", Path("/x/multirun/2026-12-02/01-00-00/3")) == (
+        "2026-12-02/01-00-00")
+    assert run_group("mine", "/x/multirun/2026-12-02/01-00-00", Path("/y")) == "mine"
+
+
+def test_the_wandb_config_is_nested_as_the_app_filters_it() -> None:
+    from rlsweep.tracking import nest
+
+    flat = {"algo.lr": 0.001, "algo.name": "ppo", "toggle.backend": {"num_threads": 1},
+            "toggle.backend.channels_last": False, "versions.hydra-core": "1.3.8", "seed": 0}
+    assert nest(flat) == {"algo": {"lr": 0.001, "name": "ppo"}, "seed": 0, "versions": {"hydra-core": "1.3.8"},
+                          "toggle": {"backend": {"num_threads": 1, "channels_last": False}}}
+    assert nest({"x": 1, "x.y": 2}) == {"x": 1, "x.y": 2}  # a value is never replaced by a folder

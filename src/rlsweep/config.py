@@ -22,6 +22,8 @@ from omegaconf import MISSING
 from rlsweep.toggles import TOGGLES
 
 LOGGER_MODES = ("offline", "online", "disabled")
+#: what a job returns to Hydra's sweeper (higher is better for each)
+OBJECTIVE_METRICS = ("env_steps_per_s", "updates_per_s", "end_to_end_env_steps_per_s", "final_return")
 ACTIVATIONS = ("tanh", "relu")
 MAX_TOTAL_ENV_STEPS = 10_000_000_000
 
@@ -60,6 +62,7 @@ class PPOConfig(AlgoConfig):
     anneal_lr: bool = True  # linear learning-rate decay to 0 over the budget
     norm_adv: bool = True  # normalise advantages per minibatch
     log_std_init: float = 0.0  # initial log std of the Gaussian policy (continuous actions)
+    encoder: str = "auto"  # auto | mlp | cnn (Nature-DQN CNN); auto: the CNN for image observations
 
 
 @dataclass
@@ -90,6 +93,8 @@ class DQNConfig(AlgoConfig):
     max_grad_norm: float = 10.0
     double_q: bool = True  # Double DQN target (the online net picks the next action)
     anneal_lr: bool = True  # linear learning-rate decay to 0 over the budget
+    encoder: str = "auto"  # auto | mlp | cnn (Nature-DQN CNN); auto: the CNN for image observations
+    init: str = "orthogonal"  # the MLP's initialisation: orthogonal | torch (nn.Linear's own, as SB3's DQN)
 
 
 @dataclass
@@ -119,6 +124,14 @@ class EnvConfig:
     id: str = "CartPole-v1"  # any registered gymnasium id
     vectorization: str = "sync"  # sync | async
     max_episode_steps: Optional[int] = None  # None: the env's own limit
+    # Atari (ALE) preprocessing as CleanRL and SB3 use it (docs/atari.md); the fields below act only with it
+    atari: bool = False
+    frame_skip: int = 4  # frames per agent step (max-pooled over the last two)
+    frame_stack: int = 4  # stacked 84x84 grey frames per observation
+    noop_max: int = 30  # up to this many no-op actions after a reset
+    repeat_action_probability: float = 0.0  # ALE sticky actions (0.0: NoFrameskip-v4 dynamics)
+    episodic_life: bool = True  # a lost life ends a training episode (the game goes on)
+    clip_rewards: bool = True  # sign of the reward for training; recorded returns stay raw
 
 
 @dataclass
@@ -134,6 +147,20 @@ class LoggerConfig:
     tags: list[str] = field(default_factory=list)
 
 
+@dataclass
+class ObjectiveConfig:
+    """The number a job returns to Hydra's sweeper (``hydra/sweeper=optuna``): higher is better.
+
+    None is returned instead when the job's final return is below ``min_return`` (a toggle or
+    hyper-parameter that is fast but does not learn) or the metric was not measured.
+    """
+
+    # env_steps_per_s (steady state) | updates_per_s (steady state) | end_to_end_env_steps_per_s
+    # (env steps / whole-job wall time: start-up, compile, evaluation included) | final_return
+    metric: str = "env_steps_per_s"
+    min_return: Optional[float] = None  # the learning guard; None: none
+
+
 class ConfigError(ValueError):
     """A config that cannot run; the message is meant for the user, as is."""
 
@@ -145,13 +172,14 @@ class JobConfig:
     algo: Any = MISSING  # the algorithm's hyper-parameters, algo._target_ names its class (see to_object)
     env: EnvConfig = field(default_factory=EnvConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)  # returned to a Hydra sweeper
 
     seed: int = 0
     total_env_steps: int = 100_000  # environment steps (over all envs) the job trains for
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     warmup_iters: int = 2  # iterations excluded from steady-state timings
     eval_episodes: int = 10  # deterministic episodes for learning.final_return
-    progress: bool = True  # progress bar on stderr
+    progress: Optional[bool] = None  # progress bar on stderr; None: only when stderr is a terminal
     checkpoint_interval_s: float = 0.0  # periodic checkpoint (0: only on preemption signal)
     deterministic: bool = False  # torch.use_deterministic_algorithms for the job
     # Re-running a sweep in the same folder (same hydra.sweep.dir / hydra.run.dir): jobs whose
@@ -163,7 +191,9 @@ class JobConfig:
 #: One training job: :class:`JobConfig` plus one field per toggle, each declared by the toggle itself
 #: (``Toggle.field`` of type ``Toggle.schema``: a dataclass for a config group such as ``compile``,
 #: or a scalar such as ``twin_modules: bool``).
-TrainConfig = dataclasses.make_dataclass("TrainConfig", [t.config_field() for t in TOGGLES], bases=(JobConfig,))
+#: A toggle whose field is dotted (``backend.channels_last``) is a key in another toggle's group schema.
+TrainConfig = dataclasses.make_dataclass("TrainConfig", [t.config_field() for t in TOGGLES if "." not in t.field],
+                                         bases=(JobConfig,))
 TrainConfig.__module__ = __name__
 TrainConfig.__doc__ = "One training job: JobConfig's fields plus one field per toggle (rlsweep.toggles.TOGGLES)."
 _BUILTIN_ALGO_SCHEMAS = (PPOConfig, DQNConfig, SACConfig)

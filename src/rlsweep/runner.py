@@ -150,7 +150,9 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
     start = time.perf_counter() - s.wall_offset_s
     last_checkpoint = time.perf_counter()
     bar = tqdm(total=iterations * steps_per_iter, initial=s.iteration * steps_per_iter, unit="step",
-               disable=not cfg.progress, leave=False, desc=f"{cfg.algo.name} {cfg.env.id}", mininterval=1.0)
+               # progress=None: tqdm shows the bar only when stderr is a terminal (not in Slurm/submitit logs)
+               disable=None if cfg.progress is None else not cfg.progress, leave=False,
+               desc=f"{cfg.algo.name} {cfg.env.id}", mininterval=1.0)
     n_episodes = len(algo.episodes)
 
     def save_checkpoint() -> None:

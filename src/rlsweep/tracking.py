@@ -26,6 +26,10 @@ from rlsweep.config import LOGGER_MODES, LoggerConfig
 log = logging.getLogger(__name__)
 
 
+#: the history metric every other one is plotted against (see :meth:`Tracker.__init__`)
+ENV_STEPS_METRIC = "train/env_steps"
+#: the W&B job_type of a training job's run (the report's run is "report")
+JOB_TYPE_TRAIN = "train"
 #: rlsweep's defaults for what neither the config nor W&B's environment variables set
 DEFAULT_MODE = "offline"
 DEFAULT_PROJECT = "rlsweep"
@@ -160,14 +164,40 @@ def stable_run_id(output_dir: Path) -> str:
 def run_group(logger_group: str | None, sweep_dir: str | os.PathLike[str] | None, output_dir: Path) -> str:
     """The W&B group of a job: ``logger.group`` if set, else its sweep (or single-run) folder.
 
-    A sweep's group is the sweep folder's last two path components
-    (``multirun/2026-11-29/21-00-00`` -> ``2026-11-29/21-00-00``); the report logs into the same one.
+    The group is the folder's last two path components, so it keeps the date of Hydra's folders
+    (``multirun/2026-11-29/21-00-00`` -> ``2026-11-29/21-00-00``, a single run's
+    ``outputs/2026-11-29/21-00-00_train`` -> ``2026-11-29/21-00-00_train``); the report logs into
+    the same one.
     """
     if logger_group:
         return logger_group
-    if sweep_dir:
-        return "/".join(Path(sweep_dir).parts[-2:])
-    return Path(output_dir).name
+    return "/".join(Path(sweep_dir or output_dir).parts[-2:])
+
+
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys as nested dicts (``{"algo.lr": 1}`` -> ``{"algo": {"lr": 1}}``), dict values merged.
+
+    W&B's config is nested: its app shows and filters a nested key as ``algo.lr``, while a key
+    that holds a dot itself cannot be filtered or grouped on (and wandb-workspaces addresses
+    ``algo.lr`` as the nested key). A key that would be both a value and a folder keeps its dots.
+    """
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = str(key).split(".")
+        node = out
+        for i, part in enumerate(parents):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):  # a value already sits here: keep this key flat one level up
+                leaf = ".".join([*parents[i:], leaf])
+                break
+            node = child
+        if isinstance(value, Mapping):
+            value = nest(value)
+            if isinstance(node.get(leaf), dict):
+                node[leaf].update(value)
+                continue
+        node[leaf] = value
+    return out
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -313,6 +343,9 @@ class Tracker:
                 ),
             )
             self.run_dir = str(Path(self.run.dir).parent)
+            # env steps are the x-axis of every logged metric (W&B's default is its own step counter)
+            self.run.define_metric(ENV_STEPS_METRIC)
+            self.run.define_metric("*", step_metric=ENV_STEPS_METRIC)
         except Exception as exc:  # noqa: BLE001 - logging must never stop training
             self._fail("init", exc)
 

@@ -14,7 +14,14 @@ import math
 import re
 from typing import Any
 
-from rlsweep.config import ACTIVATIONS, LOGGER_MODES, MAX_TOTAL_ENV_STEPS, ConfigError, TrainConfig
+from rlsweep.config import (
+    ACTIVATIONS,
+    LOGGER_MODES,
+    MAX_TOTAL_ENV_STEPS,
+    OBJECTIVE_METRICS,
+    ConfigError,
+    TrainConfig,
+)
 from rlsweep.toggles import TOGGLES
 
 __all__ = ["ConfigError", "validate"]
@@ -96,6 +103,9 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
     if cfg.logger.mode is not None:  # None: WANDB_MODE, checked below
         _choice(errors, "logger.mode", cfg.logger.mode, LOGGER_MODES)
     _choice(errors, "algo.activation", a.activation, ACTIVATIONS)
+    _choice(errors, "objective.metric", cfg.objective.metric, OBJECTIVE_METRICS)
+    if cfg.objective.min_return is not None and not math.isfinite(cfg.objective.min_return):
+        errors.append(f"objective.min_return must be a finite number or null, got {cfg.objective.min_return}")
     _choice(errors, "env.vectorization", cfg.env.vectorization, ("sync", "async"))
 
     _positive(errors, "total_env_steps", cfg.total_env_steps, MAX_TOTAL_ENV_STEPS)
@@ -149,6 +159,9 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
             errors.append(f"logger.mode=online{source} but {problem}: run `wandb login` or set WANDB_API_KEY, "
                           "or use logger.mode=offline (sync later with `wandb sync`)")
 
+    from rlsweep.envs import atari_errors
+
+    errors += atari_errors(cfg.env)  # also registers ale-py's ids (ALE/Pong-v5) for the checks below
     algo_cls = algorithm_class(a._target_)
     errors += algo_cls.validate_config(cfg)
     space = _env_action_space(cfg.env.id, errors)

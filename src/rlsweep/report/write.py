@@ -10,6 +10,7 @@ from rlsweep.report.model import Report
 from rlsweep.report.plots import PLOTS
 from rlsweep.report.render import render_csv, render_markdown
 from rlsweep.report.wandb_log import log_report
+from rlsweep.report.workspace import publish_workspace
 from rlsweep.results import write_bytes_atomic
 
 
@@ -21,17 +22,18 @@ def write_report(
     Each file is written atomically (temp file in ``out_dir`` + ``os.replace``). A plot
     without data (e.g. every job failed) is skipped; the text outputs are still written.
     When the sweep's jobs logged to W&B (``report.wandb``), the report is also logged as one
-    run in their group, written under ``<out_dir>/wandb/`` in offline mode; a W&B failure
-    only prints a warning.
+    run in their group, written under ``<out_dir>/wandb/`` in offline mode, and the sweep's W&B
+    workspace is written as ``wandb_workspace.json`` (and saved to W&B when the jobs logged
+    online, see :mod:`rlsweep.report.workspace`); a W&B failure only prints a warning.
 
     Args:
         report: The computed report.
         out_dir: Output folder; created when missing.
         plots: Also write ratio.png, phases.png and learning_curves.png.
-        log_wandb: Log the report to W&B when the jobs did.
+        log_wandb: Log the report (and its workspace) to W&B when the jobs did.
 
     Returns:
-        Paths of the files written (the W&B run folder is not among them).
+        Paths of the files written (the W&B run folder is not among them; the workspace is).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -52,4 +54,7 @@ def write_report(
                 written.append(out / name)
     if log_wandb:
         log_report(report, out, written)
+        workspace, _url = publish_workspace(report, out)
+        if workspace is not None:
+            written.append(workspace)
     return written

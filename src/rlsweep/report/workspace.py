@@ -1,0 +1,213 @@
+"""A W&B workspace (a saved view of the project) for one sweep, built with ``wandb-workspaces``.
+
+The view shows the sweep's training runs (its W&B group, job_type ``train``), grouped by the
+dimensions the sweep varied, with one section per question the report answers:
+
+- Throughput: steady-state env-steps/s per cell, the per-iteration rate against env steps,
+  updates/s and whole-job wall time.
+- Time per phase: the median milliseconds of each phase (one panel per phase: their scales differ
+  by orders of magnitude).
+- Compile: compile seconds, graph breaks, recompiles.
+- Learning: the training-episode return against env steps, and the final (evaluation) return.
+- Toggles -> outcome: a parallel-coordinates panel from the varied dimensions to throughput and
+  final return.
+
+A grouped bar shows the cell's median over its runs (seeds) with the min-max range: the closest a
+W&B panel comes to the report's interval (a bootstrap the app cannot compute); the report's own
+ratios and intervals are in ``summary.md``. The definition is W&B's own view format (the library's
+``View`` model), written next to the report as ``wandb_workspace.json``; when the jobs logged
+online, the report also saves it to the project (``Workspace.save``) and prints its URL. A saved
+definition can be saved later, after ``wandb sync`` of offline runs:
+
+    python -m rlsweep.report.workspace <sweep>/report/wandb_workspace.json [--entity E] [--project P]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rlsweep.report.model import PHASES, Report
+from rlsweep.report.overrides import is_toggle_dim
+from rlsweep.results import write_bytes_atomic
+from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN
+
+WORKSPACE_FILE = "wandb_workspace.json"
+#: summary metrics of a job's run (see rlsweep.job._summary_metrics) the panels show
+THROUGHPUT = "perf/env_steps_per_s"
+FINAL_RETURN = "learning/final_return"
+#: how a grouped panel aggregates the runs (seeds) of a cell, and the range it draws around that
+AGGREGATE = "median"
+RANGE = "minmax"
+
+
+def config_key(dim: str) -> str:
+    """The W&B config column of a report dimension (the job's nested W&B config, see rlsweep.job).
+
+    ``algo`` -> ``algo.name``, ``env_id`` -> ``env.id``, a toggle (``compile``,
+    ``backend.num_threads``) -> ``toggle.<dim>`` (the toggle's value as the job applied it), any
+    other override (``algo.lr``, ``total_env_steps``) -> itself.
+    """
+    if dim == "algo":
+        return "algo.name"
+    if dim == "env_id":
+        return "env.id"
+    if is_toggle_dim(dim):
+        return f"toggle.{dim}"
+    return dim
+
+
+def build_workspace(report: Report, entity: str | None = None) -> Any:
+    """The sweep's W&B workspace (a ``wandb_workspaces.workspaces.Workspace``).
+
+    Args:
+        report: The computed report; ``report.wandb`` must say where the jobs logged.
+        entity: The W&B entity, when ``report.wandb.entity`` is None (the account's default);
+            left empty in the definition otherwise.
+
+    Raises:
+        ValueError: The report's jobs did not log to W&B.
+    """
+    import wandb_workspaces.reports.v2 as wr
+    import wandb_workspaces.workspaces as ws
+
+    target = report.wandb
+    if target is None:
+        raise ValueError("the sweep's jobs did not log to W&B: there is no W&B workspace to build")
+    keys = [config_key(d) for d in report.varied_dims]
+
+    def bar(metric: str, title: str) -> Any:
+        return wr.BarPlot(title=title, metrics=[wr.SummaryMetric(metric)], groupby_aggfunc=AGGREGATE,
+                          groupby_rangefunc=RANGE)
+
+    def curve(metric: str, title: str) -> Any:
+        return wr.LinePlot(title=title, x=ENV_STEPS_METRIC, y=[metric], groupby_aggfunc=AGGREGATE,
+                           groupby_rangefunc=RANGE)
+
+    spread = f"{AGGREGATE} over seeds, {RANGE.replace('minmax', 'min-max')} range"
+    sections = [
+        ws.Section(name="Throughput", is_open=True, panels=[
+            bar(THROUGHPUT, f"env steps/s, steady state ({spread})"),
+            curve("perf/iteration_env_steps_per_s", "env steps/s per iteration"),
+            bar("perf/updates_per_s", f"updates/s, steady state ({spread})"),
+            bar("wall_s", f"whole job, s: start-up, compile and evaluation included ({spread})"),
+        ]),
+        ws.Section(name="Time per phase", is_open=True, panels=[
+            bar(f"time/{phase}_ms", f"{phase}: median ms per call ({spread})") for phase in PHASES
+        ]),
+        ws.Section(name="Compile", is_open=True, panels=[
+            bar("compile/compile_s", f"compile time, s ({spread})"),
+            bar("compile/graph_breaks", "graph breaks"),
+            bar("compile/recompiles", "recompiles"),
+        ]),
+        ws.Section(name="Learning", is_open=True, panels=[
+            curve("train/episode_return", "training episode return"),
+            bar(FINAL_RETURN, f"final return, deterministic evaluation ({spread})"),
+        ]),
+        ws.Section(name="Toggles -> outcome", is_open=True, panels=[
+            wr.ParallelCoordinatesPlot(
+                title="varied dimensions -> throughput and final return",
+                columns=[wr.ParallelCoordinatesPlotColumn(metric=wr.Config(k), display_name=k) for k in keys]
+                + [wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric(m), display_name=m)
+                   for m in (THROUGHPUT, FINAL_RETURN)],
+            ),
+        ]),
+    ]
+    return ws.Workspace(
+        entity=target.entity or entity or "",
+        project=target.project or "",
+        name=f"rlsweep {target.group}",
+        sections=sections,
+        settings=ws.WorkspaceSettings(x_axis=ENV_STEPS_METRIC, max_runs=max(10, report.n_jobs)),
+        runset_settings=ws.RunsetSettings(
+            filters=ws.And(ws.Metric("Group") == target.group, ws.Metric("JobType") == JOB_TYPE_TRAIN),
+            groupby=[ws.Config(k) for k in keys],
+        ),
+    )
+
+
+def workspace_json(workspace: Any) -> str:
+    """The workspace in W&B's own view format (the library's pydantic ``View`` model), as JSON."""
+    return workspace._to_model().model_dump_json(by_alias=True, exclude_none=True, indent=2) + "\n"
+
+
+def load_workspace(text: str) -> Any:
+    """A workspace from :func:`workspace_json`'s text, validated by the library's models.
+
+    Raises:
+        pydantic.ValidationError: The text is not a valid W&B view definition.
+    """
+    from wandb_workspaces.workspaces import Workspace
+    from wandb_workspaces.workspaces.internal import View
+
+    return Workspace._from_model(View.model_validate_json(text))
+
+
+def save_workspace(workspace: Any) -> str:
+    """Save ``workspace`` to its W&B project (network) and return its URL.
+
+    An empty entity becomes the account's default entity.
+    """
+    if not workspace.entity:
+        import wandb
+
+        workspace.entity = wandb.Api().default_entity
+    return str(workspace.save().url)
+
+
+def publish_workspace(report: Report, out_dir: Path, save: bool | None = None) -> tuple[Path | None, str | None]:
+    """Write ``<out_dir>/wandb_workspace.json``; when the jobs logged online, save it to W&B too.
+
+    Never raises: a failure becomes one warning line on stderr (the report's files are written).
+
+    Args:
+        report: The computed report (nothing is done when its jobs did not log to W&B).
+        out_dir: The report folder.
+        save: Save to W&B; None: when the jobs logged online.
+
+    Returns:
+        The definition's path (None when not written) and the saved workspace's URL (None when not saved).
+    """
+    if report.wandb is None:
+        return None, None
+    path: Path | None = None
+    try:
+        workspace = build_workspace(report)
+        path = Path(out_dir) / WORKSPACE_FILE
+        write_bytes_atomic(path, workspace_json(workspace).encode())
+        if save if save is not None else report.wandb.mode == "online":
+            return path, save_workspace(workspace)
+    except Exception as exc:  # noqa: BLE001 - the report's files are written either way
+        reason = (str(exc).strip().splitlines() or [""])[0]
+        print(f"rlsweep report: the W&B workspace could not be {'saved' if path else 'built'} "
+              f"({type(exc).__name__}: {reason})", file=sys.stderr)
+    return path, None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlsweep.report.workspace <wandb_workspace.json>``: save a written definition to W&B."""
+    parser = argparse.ArgumentParser(prog="python -m rlsweep.report.workspace",
+                                     description="Save a sweep's W&B workspace definition to its W&B project "
+                                                 "(after `wandb sync` of offline runs).")
+    parser.add_argument("definition", help="the report's wandb_workspace.json")
+    parser.add_argument("--entity", help="W&B entity (default: the definition's, else the account's default)")
+    parser.add_argument("--project", help="W&B project (default: the definition's)")
+    args = parser.parse_args(argv)
+    try:
+        workspace = load_workspace(Path(args.definition).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"error: {args.definition}: {exc}", file=sys.stderr)
+        return 2
+    if args.entity:
+        workspace.entity = args.entity
+    if args.project:
+        workspace.project = args.project
+    print(f"W&B workspace saved: {save_workspace(workspace)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
