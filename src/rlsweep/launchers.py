@@ -77,3 +77,18 @@ def seed_major_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
     seeds = [(_override_values(o, SEED_KEY) or [""])[-1] for o in job_overrides]
     rank = {s: i for i, s in enumerate(dict.fromkeys(seeds))}
     return sorted(range(len(job_overrides)), key=lambda i: rank[seeds[i]])
+
+
+#: filled by the Slurm launcher when it returned without waiting (``hydra.launcher.wait=false``):
+#: what to tell the user once Hydra is done (:func:`rlsweep.cli.finish_sweep` prints it, no report)
+SUBMITTED: list[str] = []
+
+
+def submitted_message(sweep_dir: str, array_ids: Sequence[str], num_jobs: int) -> str:
+    """What a fire-and-forget launch prints: the array, the sweep folder, the commands to use next."""
+    ids = ", ".join(dict.fromkeys(array_ids))
+    return (f"rlsweep: submitted {num_jobs} job(s) as Slurm array {ids}; not waiting (hydra.launcher.wait=false).\n"
+            f"  sweep folder: {sweep_dir}\n"
+            f"  where the jobs stand:  python -m sweeps.status {sweep_dir}\n"
+            f"  compare the results:   python -m sweeps.report {sweep_dir}\n"
+            f"  cancel them:           scancel {' '.join(dict.fromkeys(array_ids))}")

@@ -13,7 +13,9 @@ from rlsweep.report.model import ReportInputError
 from rlsweep.report.render import render_table
 from rlsweep.report.stats import build_report
 from rlsweep.report.wandb_log import log_report
+from rlsweep.report.workspace import publish_workspace
 from rlsweep.report.write import write_report
+from rlsweep.status import settle_records, sweep_status
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -61,6 +63,10 @@ def main(argv: Sequence[str]) -> int:
             print(f"error: bad --baseline item {item!r}: expected key=value", file=sys.stderr)
             return 2
         baseline[key.strip()] = value.strip()
+    try:  # records of Slurm jobs killed before they could finish them get Slurm's verdict first
+        settle_records(sweep_status(args.sweep_dir))
+    except Exception:  # noqa: BLE001, S110 - best effort: the report reads the records as they are
+        pass
     try:
         sweep = load_sweep(args.sweep_dir)
         report = build_report(sweep, baseline or None)
@@ -81,4 +87,9 @@ def main(argv: Sequence[str]) -> int:
         run_dir = log_report(report, out_dir, written)
         if run_dir is not None:
             print(f"W&B ({report.wandb.mode}) report run in group {report.wandb.group}: {run_dir}")
+        workspace, url = publish_workspace(report, out_dir)  # online: saved to the project as well
+        if url is not None:
+            print(f"W&B workspace of this sweep: {url}")
+        elif workspace is not None:
+            print(f"W&B workspace definition: {workspace} (saved to W&B by a report of online runs)")
     return 0

@@ -197,6 +197,8 @@ def _load_job(result_path: Path, job_dir: Path) -> Job:
         status = STATUS_OK
     elif raw_status == STATUS_INTERRUPTED:
         status = STATUS_INTERRUPTED
+    elif raw_status == "running":  # a partial sweep: no result yet (sweeps.status tells running from killed)
+        status = STATUS_MISSING
     else:
         status = STATUS_FAILED
     error_line = None
@@ -204,7 +206,9 @@ def _load_job(result_path: Path, job_dir: Path) -> Job:
         error_line = _last_line(record.get("error")) or (
             "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text"
         )
-        if status == STATUS_FAILED and raw_status != STATUS_FAILED:
+        if status == STATUS_MISSING:
+            error_line = "no result yet: still running, or killed before it wrote one (see python -m sweeps.status)"
+        elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
             error_line = f"status {raw_status!r}: {error_line}"
     seed = record.get("seed")
     seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]

@@ -1,0 +1,533 @@
+"""``python -m sweeps.status <sweep_dir>``: where every job of a sweep stands, while it runs or after.
+
+The jobs a sweep will run are known before any of them starts, from one of:
+
+- ``rlsweep_jobs.json``, written by rlsweep's Slurm launcher when it submits (see
+  :func:`write_manifest`): each job's number, overrides and Slurm job id (``<array>_<index>``);
+- else ``multirun.yaml`` (Hydra writes it before launching), expanded as Hydra's basic sweeper does.
+
+Each job's state then comes from its result record (``result.json``: ``running`` with the env steps
+of its last checkpoint, ``ok``, ``failed``, ``interrupted``) and, for a Slurm sweep, from Slurm's
+accounting (one ``sacct`` call for the whole array): pending, requeued (with the count), cancelled,
+timed out, out of memory, node failure. Slurm decides where the record cannot: a job killed before
+it could write its final record keeps a ``running`` record, which Slurm's ``CANCELLED`` /
+``TIMEOUT`` / ``OUT_OF_MEMORY`` state resolves. Without ``sacct`` (not on a Slurm host) the states
+come from the records alone, and the output says so.
+
+Cheap on purpose (no torch, no report): a 1,000-job sweep is read in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+MANIFEST_FILE = "rlsweep_jobs.json"
+RESULT_FILE = "result.json"  # rlsweep.results.RESULT_FILE (not imported: it loads torch)
+CHECKPOINT_FILE = "checkpoint.pt"  # rlsweep.checkpoint.CHECKPOINT_FILE (same)
+CHECKPOINT_MAGIC = b"RLSWEEP-CHECKPOINT 1\n"  # rlsweep.checkpoint.MAGIC
+SACCT_TIMEOUT_S = 30
+
+PENDING, RUNNING, REQUEUED, OK, FAILED, CANCELLED, TIMED_OUT, INTERRUPTED = (
+    "pending", "running", "requeued", "ok", "failed", "cancelled", "timed_out", "interrupted")
+#: states in which a job may still change (the sweep is not finished while any job is in one)
+UNFINISHED = (PENDING, RUNNING, REQUEUED)
+#: exit status of the command: every job ok / some job failed (or cancelled, ...) / jobs still unfinished
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_UNFINISHED = 0, 1, 2, 3
+
+#: Slurm job states (``sacct``'s first word) -> a job state here
+_SLURM_ACTIVE = {"PENDING": PENDING, "REQUEUED": REQUEUED, "REQUEUE_HOLD": REQUEUED, "REQUEUE_FED": REQUEUED,
+                 "RESIZING": RUNNING, "RUNNING": RUNNING, "COMPLETING": RUNNING, "CONFIGURING": RUNNING,
+                 "SUSPENDED": RUNNING, "STAGE_OUT": RUNNING, "SIGNALING": RUNNING, "STOPPED": RUNNING}
+_SLURM_FAILED_REASON = {"OUT_OF_MEMORY": "out of memory: Slurm killed it over its memory limit (mem_gb)",
+                        "NODE_FAIL": "node failure (Slurm: NODE_FAIL)", "BOOT_FAIL": "node boot failure (Slurm: BOOT_FAIL)",
+                        "DEADLINE": "deadline reached (Slurm: DEADLINE)", "PREEMPTED": "preempted (Slurm: PREEMPTED)",
+                        "REVOKED": "revoked (Slurm: REVOKED)"}
+
+
+class StatusInputError(ValueError):
+    """The folder is not a sweep this command can read."""
+
+
+@dataclasses.dataclass
+class SlurmState:
+    """One array task in Slurm's accounting: its last state and how often it was requeued."""
+
+    job_id: str  # <array id>_<index>
+    state: str  # first word of sacct's State: PENDING, RUNNING, CANCELLED, TIMEOUT, ...
+    exit_code: str = ""
+    reason: str = ""
+    requeues: int = 0
+
+
+@dataclasses.dataclass
+class JobStatus:
+    """One job of the sweep as this command sees it."""
+
+    num: int
+    overrides: list[str]
+    state: str
+    detail: str = ""  # progress of a running job, reason of a failed one
+    slurm_job_id: str | None = None
+    slurm_state: str | None = None
+    requeues: int = 0
+    folder: str | None = None
+    env_steps: int | None = None
+    total_env_steps: int | None = None
+
+
+@dataclasses.dataclass
+class SweepStatus:
+    sweep_dir: Path
+    jobs: list[JobStatus]
+    source: str  # where the job list came from
+    notes: list[str]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for job in self.jobs:
+            out[job.state] = out.get(job.state, 0) + 1
+        return out
+
+    def exit_code(self) -> int:
+        states = {j.state for j in self.jobs}
+        if states & set(UNFINISHED):
+            return EXIT_UNFINISHED
+        return EXIT_OK if states <= {OK} else EXIT_FAILED
+
+
+# ---------------------------------------------------------------------------------------------- manifest
+
+
+def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str | None]], launcher: str) -> Path:
+    """Add submitted jobs to the sweep's manifest (``num``, ``overrides``, Slurm job id), atomically.
+
+    Called by the launcher after each submitted batch (Hydra's sweeper may launch a sweep in batches).
+    """
+    path = Path(sweep_dir) / MANIFEST_FILE
+    manifest = _read_json(path) or {}
+    known = {int(j["num"]): j for j in manifest.get("jobs", []) if isinstance(j, dict) and "num" in j}
+    for num, overrides, slurm_id in jobs:
+        known[int(num)] = {"num": int(num), "overrides": list(overrides), "slurm_job_id": slurm_id}
+    manifest = {"schema_version": 1, "launcher": launcher, "jobs": [known[n] for n in sorted(known)]}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
+    """The sweep's jobs (num, overrides, Slurm job id or None), and where they came from."""
+    manifest = _read_json(sweep_dir / MANIFEST_FILE)
+    if isinstance(manifest, dict) and isinstance(manifest.get("jobs"), list):
+        jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
+                for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
+        return jobs, MANIFEST_FILE
+    multirun = sweep_dir / "multirun.yaml"
+    if multirun.is_file():
+        try:
+            return [(i, o, None) for i, o in enumerate(_expand_multirun(multirun))], "multirun.yaml"
+        except Exception as exc:  # noqa: BLE001 - any parse failure: use the job folders, say so
+            notes.append(f"multirun.yaml not expanded ({type(exc).__name__}: {exc}); jobs from their folders only")
+    return [], "job folders"
+
+
+def _expand_multirun(path: Path) -> list[list[str]]:
+    """Every job's overrides, in job order, as Hydra's basic sweeper expands the saved sweep."""
+    import yaml
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    hydra_cfg = cfg.get("hydra") or {}
+    sweeper = hydra_cfg.get("sweeper") or {}
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        raise ValueError(f"sweeper {sweeper.get('_target_')} chooses its jobs as it goes")
+    params = sweeper.get("params") or {}
+    task = [str(t) for t in (hydra_cfg.get("overrides") or {}).get("task") or []]
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + task)
+    return [list(job) for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
+
+
+# ---------------------------------------------------------------------------------------------- records
+
+
+def _job_folders(sweep_dir: Path) -> list[Path]:
+    """Folders holding a job (a ``result.json`` or Hydra's ``.hydra``); nothing below a job is walked."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(sweep_dir):
+        if RESULT_FILE in filenames or ".hydra" in dirnames:
+            out.append(Path(dirpath))
+            dirnames[:] = []
+            continue
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("report", "wandb"))
+    return out
+
+
+def _folder_num(folder: Path, record: dict[str, Any] | None) -> int | None:
+    job = (record or {}).get("job")
+    num = job.get("num") if isinstance(job, dict) else None
+    if isinstance(num, int) and not isinstance(num, bool):
+        return num
+    return int(folder.name) if folder.name.isdigit() else None
+
+
+def checkpoint_env_steps(folder: Path) -> int | None:
+    """Env steps of the job's last checkpoint, from its header line (the payload is not read)."""
+    try:
+        with open(folder / CHECKPOINT_FILE, "rb") as f:
+            if f.read(len(CHECKPOINT_MAGIC)) != CHECKPOINT_MAGIC:
+                return None
+            header = json.loads(f.readline(1 << 20))
+    except (OSError, ValueError):
+        return None
+    steps = header.get("env_steps") if isinstance(header, dict) else None
+    return steps if isinstance(steps, int) else None
+
+
+def _record_alive_here(record: dict[str, Any]) -> bool | None:
+    """Whether the process of a ``running`` record is alive; None when it ran on another machine."""
+    job = record.get("job") if isinstance(record.get("job"), dict) else {}
+    pid = job.get("pid")
+    if not isinstance(pid, int) or job.get("hostname") != socket.gethostname():
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _last_line(text: Any) -> str:
+    lines = [line.strip() for line in str(text or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+# ---------------------------------------------------------------------------------------------- Slurm
+
+
+def _expand_array(task: str) -> list[str]:
+    """``44_[0-3%2]`` / ``44_[1,5-6]`` (a pending array, not yet split) -> its tasks ``44_0`` ..."""
+    m = re.fullmatch(r"(\d+)_\[([^\]]+)\]", task)
+    if not m:
+        return [task]
+    out = []
+    for part in m.group(2).split("%")[0].split(","):
+        lo, _, hi = part.partition("-")
+        step = 1
+        if ":" in hi:
+            hi, step_text = hi.split(":", 1)
+            step = int(step_text)
+        out.extend(f"{m.group(1)}_{i}" for i in range(int(lo), int(hi or lo) + 1, step))
+    return out
+
+
+def parse_sacct(text: str) -> dict[str, SlurmState]:
+    """``sacct -X -D -P -n -o JobID,State,ExitCode,Reason`` output -> each array task's last state.
+
+    With ``-D`` every attempt of a requeued task is a line of its own, oldest first: the lines
+    before the last one are its requeues.
+    """
+    out: dict[str, SlurmState] = {}
+    unsplit: list[list[str]] = []
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) < 2 or not fields[0]:
+            continue
+        if "[" in fields[0]:  # the array's tasks not started yet, on one line: below, after the split ones
+            unsplit.append(fields)
+            continue
+        before = out.get(fields[0])
+        out[fields[0]] = _slurm_state(fields[0], fields, 0 if before is None else before.requeues + 1)
+    for fields in unsplit:
+        for task in _expand_array(fields[0]):
+            out.setdefault(task, _slurm_state(task, fields, 0))
+    return out
+
+
+def _slurm_state(task: str, fields: list[str], requeues: int) -> SlurmState:
+    words = fields[1].split()
+    return SlurmState(job_id=task, state=words[0] if words else "UNKNOWN",
+                      exit_code=fields[2] if len(fields) > 2 else "", reason=fields[3] if len(fields) > 3 else "",
+                      requeues=requeues)
+
+
+def slurm_states(array_ids: Sequence[str], notes: list[str]) -> dict[str, SlurmState] | None:
+    """Every task of these arrays in Slurm's accounting; None (and a note) when sacct is not usable."""
+    if not array_ids:
+        return None
+    sacct = shutil.which("sacct")
+    if sacct is None:
+        notes.append("sacct not found: states from the records only (pending / cancelled / timed out unknown)")
+        return None
+    try:
+        proc = subprocess.run([sacct, "-X", "-D", "-P", "-n", "-j", ",".join(sorted(set(array_ids))),
+                               "-o", "JobID,State,ExitCode,Reason"],
+                              capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        notes.append(f"sacct failed ({exc}): states from the records only")
+        return None
+    if proc.returncode != 0:
+        notes.append(f"sacct failed (exit {proc.returncode}: {_last_line(proc.stderr)}): states from the records only")
+        return None
+    return parse_sacct(proc.stdout)
+
+
+#: what Slurm writes into a job's stderr when it kills the job for its memory (jobacct_gather's
+#: OverMemoryKill: the job ends FAILED, not OUT_OF_MEMORY; the cgroup plugin: "oom-kill event")
+_MEMORY_KILL = ("exceeded memory limit", "exceeded job memory limit", "oom-kill event", "out of memory")
+
+
+def _killed_for_memory(sweep_dir: Path, slurm_job_id: str) -> bool:
+    """Whether submitit's log of this task (its last 8 KiB) says Slurm killed it for its memory."""
+    for log in (sweep_dir / ".submitit" / slurm_job_id).glob("*_log.err"):
+        try:
+            with open(log, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+                tail = f.read().decode("utf-8", "replace").lower()
+        except OSError:
+            continue
+        if any(marker in tail for marker in _MEMORY_KILL):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------- resolve
+
+
+def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folder: Path | None,
+            slurm: SlurmState | None, slurm_job_id: str | None = None) -> JobStatus:
+    """One job's state from its record and Slurm's (either may be missing)."""
+    job = JobStatus(num=num, overrides=overrides, state=PENDING, folder=str(folder) if folder else None,
+                    slurm_job_id=slurm.job_id if slurm else slurm_job_id, slurm_state=slurm.state if slurm else None)
+    status = (record or {}).get("status")
+    config = (record or {}).get("config") if isinstance((record or {}).get("config"), dict) else {}
+    total = config.get("total_env_steps")
+    job.total_env_steps = total if isinstance(total, int) else None
+    job.requeues = max(slurm.requeues if slurm else 0, int((record or {}).get("requeues") or 0))
+    sstate = slurm.state if slurm else None
+    if status == OK:
+        job.state, job.env_steps = OK, record.get("env_steps")
+        return job
+    if status in (CANCELLED, TIMED_OUT):  # written by the job (timed out) or settled before (settle_records)
+        job.state, job.detail = status, _last_line(record.get("error")) or status
+        job.env_steps = checkpoint_env_steps(folder) if folder is not None else None
+        return job
+    if status == FAILED:
+        job.state, job.detail = FAILED, _last_line(record.get("error")) or "failed (no error text)"
+        if sstate in _SLURM_FAILED_REASON:  # the kill is the cause; the traceback is its symptom
+            job.detail = _SLURM_FAILED_REASON[sstate]
+        return job
+    # no final record (none, running, interrupted): Slurm knows more, when there is Slurm
+    if sstate in ("PENDING",) and (status is not None or job.requeues):
+        sstate = "REQUEUED"  # pending again after an attempt: requeued, waiting to restart
+    if sstate in _SLURM_ACTIVE:
+        job.state = _SLURM_ACTIVE[sstate]
+        if job.state == REQUEUED:
+            job.requeues = max(job.requeues, 1)
+    elif sstate == "CANCELLED":
+        job.state, job.detail = CANCELLED, "cancelled (scancel)" + (" before it started" if record is None else "")
+    elif sstate == "TIMEOUT":
+        job.state, job.detail = TIMED_OUT, "time limit reached"
+    elif sstate in _SLURM_FAILED_REASON:
+        job.state, job.detail = FAILED, _SLURM_FAILED_REASON[sstate]
+    elif sstate in ("FAILED", "COMPLETED"):
+        code = slurm.exit_code if slurm else ""
+        job.state = FAILED
+        job.detail = (f"the job ended (Slurm: {sstate}, exit {code}) without a final record"
+                      + (f": {_last_line(record.get('error'))}" if status == INTERRUPTED else ""))
+    elif status == INTERRUPTED:
+        job.state, job.detail = INTERRUPTED, _last_line(record.get("error")) or "interrupted"
+    elif status == RUNNING:
+        alive = _record_alive_here(record) if slurm is None else True
+        if alive is False:
+            job.state, job.detail = FAILED, "killed: its process ended without writing a result"
+        else:
+            job.state = RUNNING
+    elif record is not None:
+        job.state, job.detail = FAILED, f"status {status!r}: {_last_line(record.get('error'))}"
+    if job.state == TIMED_OUT and job.requeues:
+        job.detail += f" after {job.requeues} requeue(s)"
+    if job.state in (RUNNING, REQUEUED, TIMED_OUT, CANCELLED, INTERRUPTED) and folder is not None:
+        job.env_steps = checkpoint_env_steps(folder)
+    if job.state in (RUNNING, REQUEUED):
+        if record is None:
+            job.detail = "starting"
+        elif job.env_steps is not None:
+            job.detail = f"{job.env_steps:,}/{total:,} env steps" if job.total_env_steps else f"{job.env_steps:,} env steps"
+            job.detail += " (last checkpoint)"
+        else:
+            job.detail = "training (no checkpoint yet)"
+    return job
+
+
+def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> SweepStatus:
+    """Every job of the sweep in ``sweep_dir``, with its state.
+
+    Raises:
+        StatusInputError: ``sweep_dir`` is not a folder, or holds no job, manifest or multirun.yaml.
+    """
+    root = Path(sweep_dir)
+    if not root.is_dir():
+        raise StatusInputError(f"sweep dir not found: {root}" if not root.exists() else f"not a folder: {root}")
+    notes: list[str] = []
+    expected, source = _expected_jobs(root, notes)
+    records: dict[int, tuple[Path, dict[str, Any] | None]] = {}
+    extra: list[tuple[Path, dict[str, Any] | None]] = []
+    for folder in _job_folders(root):
+        record = _read_json(folder / RESULT_FILE)
+        record = record if isinstance(record, dict) else None
+        num = _folder_num(folder, record)
+        if num is None:
+            extra.append((folder, record))
+        else:
+            records[num] = (folder, record)
+    if not expected and not records:
+        raise StatusInputError(f"no jobs found under {root}: no {MANIFEST_FILE}, no multirun.yaml, no job folder")
+    jobs_by_num = {num: (overrides, slurm_id) for num, overrides, slurm_id in expected}
+    for num, (folder, record) in records.items():
+        if num not in jobs_by_num:
+            jobs_by_num[num] = ([str(o) for o in (record or {}).get("overrides") or []], None)
+            if expected:
+                notes.append(f"{folder}: job {num} is not in {source} (kept)")
+        if jobs_by_num[num][1] is None and record:  # the record names its Slurm task
+            job = record.get("job") if isinstance(record.get("job"), dict) else {}
+            if job.get("slurm_job_id") and job.get("slurm_array_index") is not None:
+                jobs_by_num[num] = (jobs_by_num[num][0], f"{job['slurm_job_id']}_{job['slurm_array_index']}")
+    states = None
+    if use_slurm:
+        array_ids = [sid.split("_", 1)[0] for _, sid in jobs_by_num.values() if sid]
+        states = slurm_states(array_ids, notes)
+    out = []
+    for num in sorted(jobs_by_num):
+        overrides, slurm_id = jobs_by_num[num]
+        folder, record = records.get(num, (None, None))
+        if folder is None and (root / str(num)).is_dir():
+            folder = root / str(num)
+        slurm = states.get(slurm_id) if states is not None and slurm_id else None
+        if slurm is not None and slurm.state in ("FAILED", "CANCELLED") and (record or {}).get("status") != OK \
+                and _killed_for_memory(root, slurm_id):
+            slurm = dataclasses.replace(slurm, state="OUT_OF_MEMORY")
+        out.append(resolve(num, overrides, record, folder, slurm, slurm_id))
+    for folder, _record in extra:
+        notes.append(f"{folder}: a job folder without a job number (not shown)")
+    return SweepStatus(sweep_dir=root, jobs=out, source=source, notes=notes)
+
+
+#: Slurm's final states that settle a job whose record is still ``running`` or ``interrupted``
+_SETTLING = ("CANCELLED", "TIMEOUT", "FAILED", "COMPLETED", *_SLURM_FAILED_REASON)
+
+
+def settle_records(status: SweepStatus) -> list[JobStatus]:
+    """Write Slurm's verdict into the records that its jobs could not finish themselves.
+
+    A job cancelled (``scancel``), timed out after its requeues, or killed for its memory is
+    SIGKILLed by Slurm after ``KillWait``: its record still says ``running`` (or ``interrupted``,
+    from a checkpoint before a requeue that did not come). Once Slurm's accounting has the job in a
+    final state, the record gets that state (``cancelled``, ``timed_out``, ``failed``), the reason
+    and the requeue count, atomically; the record's earlier status is kept as ``status_before``.
+    """
+    settled = []
+    for job in status.jobs:
+        if job.slurm_state not in _SETTLING or job.state not in (CANCELLED, TIMED_OUT, FAILED) or not job.folder:
+            continue
+        path = Path(job.folder) / RESULT_FILE
+        record = _read_json(path)
+        if not isinstance(record, dict) or record.get("status") not in (RUNNING, INTERRUPTED):
+            continue
+        record.update(status_before=record.get("status"), status=job.state, requeues=job.requeues,
+                      error=f"{job.detail} (Slurm job {job.slurm_job_id}: {job.slurm_state}; "
+                            "recorded by sweeps.status from Slurm's accounting)")
+        if job.env_steps is not None:
+            record["checkpoint_env_steps"] = job.env_steps
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            status.notes.append(f"{path}: not updated ({exc})")
+            continue
+        settled.append(job)
+    if settled:
+        status.notes.append(f"{len(settled)} record(s) updated from Slurm's accounting: jobs "
+                            + ", ".join(str(j.num) for j in settled))
+    return settled
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+
+def render(status: SweepStatus) -> str:
+    """The table: one line per job, then the counts and the exit status's meaning."""
+    rows = [("job", "state", "slurm id", "detail", "overrides")]
+    for j in status.jobs:
+        state = j.state + (f" (x{j.requeues})" if j.requeues and j.state != OK else "")
+        if j.state == OK and j.requeues:
+            state += f" (requeued x{j.requeues})"
+        rows.append((str(j.num), state, j.slurm_job_id or "-", j.detail or "", " ".join(j.overrides) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
+    counts = status.counts()
+    order = [PENDING, RUNNING, REQUEUED, OK, FAILED, CANCELLED, TIMED_OUT, INTERRUPTED]
+    summary = ", ".join([f"{counts[s]} {s}" for s in order if counts.get(s)]
+                        + [f"{n} {s}" for s, n in counts.items() if s not in order])
+    lines.append("")
+    lines.append(f"{status.sweep_dir}: {len(status.jobs)} job(s): {summary} (jobs from {status.source})")
+    lines.extend(f"note: {n}" for n in status.notes)
+    code = status.exit_code()
+    if code == EXIT_UNFINISHED:
+        lines.append(f"unfinished: run this command again later; `python -m sweeps.report {status.sweep_dir}` "
+                     "reports the finished jobs now")
+    elif code == EXIT_FAILED:
+        lines.append(f"finished, not all ok; resume the unfinished jobs with the sweep's command plus resume=true "
+                     f"hydra.sweep.dir={status.sweep_dir}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m sweeps.status <sweep_dir> [--json] [--no-slurm]``.
+
+    Returns:
+        0: every job ok; 1: all finished, some failed, cancelled, timed out or interrupted;
+        2: bad input; 3: jobs still pending, running or requeued.
+    """
+    parser = argparse.ArgumentParser(prog="python -m sweeps.status",
+                                     description="Where every job of a sweep stands (records + Slurm's accounting).")
+    parser.add_argument("sweep_dir", help="the sweep's folder (hydra.sweep.dir)")
+    parser.add_argument("--json", action="store_true", help="print the jobs as JSON instead of a table")
+    parser.add_argument("--no-slurm", action="store_true", help="do not ask Slurm (sacct); records only")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    try:
+        status = sweep_status(args.sweep_dir, use_slurm=not args.no_slurm)
+    except StatusInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    settle_records(status)
+    if args.json:
+        print(json.dumps({"sweep_dir": str(status.sweep_dir), "source": status.source, "notes": status.notes,
+                          "counts": status.counts(), "exit_code": status.exit_code(),
+                          "jobs": [dataclasses.asdict(j) for j in status.jobs]}, indent=1))
+    else:
+        print(render(status))
+    return status.exit_code()
