@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-#: rlsweep's own config directory (the checkout's conf/)
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+from rlsweep.resources import CONF_DIR  # rlsweep's own config directory (checkout or installed package)
+
 #: what every contract job adds: a short, quiet, single-threaded job with W&B off
 QUIET = ("warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1")
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
-CONF = Path(__file__).resolve().parents[3] / "conf"
+from rlsweep.resources import CONF_DIR as CONF  # the checkout's conf/ or the installed package's
 
 CLAIMS = {
     "pin_memory": "`.pin_memory()` before `.to(cuda, non_blocking=True)` can be slower than "

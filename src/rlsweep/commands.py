@@ -1,0 +1,45 @@
+"""The console scripts of an installed rlsweep; ``python -m sweeps.<name>`` runs the same functions.
+
+    rlsweep-train  ...                 # = python -m sweeps.train ...   (Hydra: -m, --help, -sc install=bash)
+    rlsweep-report <sweep_dir> ...     # = python -m sweeps.report ...
+    rlsweep-status <sweep_dir> ...     # = python -m sweeps.status ...
+    rlsweep-bench  ...                 # = python -m sweeps.bench ...   (needs the bench extra)
+
+Each returns the exit status (pip's console-script wrapper passes it to ``sys.exit``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def train() -> None:
+    """One job, or a sweep with ``-m``: Hydra's command line (see :mod:`rlsweep.train` and :func:`rlsweep.cli.train_entry`)."""
+    from rlsweep.cli import train_entry
+    from rlsweep.config import register_configs
+    from rlsweep.train import main
+
+    register_configs()  # again: a caller may have cleared Hydra's ConfigStore since the first import
+    with train_entry():
+        main()
+
+
+def report() -> int:
+    """The comparison report of a sweep folder (see :mod:`rlsweep.report`)."""
+    from rlsweep.report import main
+
+    return main(sys.argv[1:])
+
+
+def status() -> int:
+    """Where every job of a sweep stands (see :mod:`rlsweep.status`)."""
+    from rlsweep.status import main
+
+    return main(sys.argv[1:])
+
+
+def bench() -> int:
+    """rlsweep against its peers (see :mod:`rlsweep.bench.cli`)."""
+    from rlsweep.bench.cli import main
+
+    return main(sys.argv[1:])

@@ -1,0 +1,35 @@
+"""The Hydra main of ``python -m sweeps.train`` and ``rlsweep-train``: one training job.
+
+It lives in the package, not in ``sweeps/``, so that the console script of an installed rlsweep
+runs the same function with the same configs (:data:`rlsweep.resources.CONF_DIR`) from any folder.
+The module's name is Hydra's job name (``hydra.job.name``: ``train``; each job logs to ``train.log``).
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from rlsweep.config import register_configs
+from rlsweep.resources import CONF_DIR
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    """One job; returns its objective for Hydra's sweeper (``objective.metric``, None below the guard)."""
+    # imported here: a typo in the command line is reported before torch is loaded
+    from rlsweep.job import format_summary, objective, train_job
+
+    record = train_job(cfg)
+    # computed again here: a job kept by resume=true was finished under any objective setting
+    record["objective"] = objective(record, OmegaConf.to_object(cfg.objective))
+    print(format_summary(record), flush=True)
+    return record["objective"]["value"]
+
+
+if __name__ == "__main__":  # python -m rlsweep.train: what the bench runs, from a checkout or an installed wheel
+    from rlsweep.commands import train
+
+    train()
