@@ -54,3 +54,21 @@ def test_other_layer_types_run_their_own_forward() -> None:
     out = net(x)
     torch.testing.assert_close(out.sum(-1), torch.ones(6))
     assert torch.equal(out, nn.Sequential(*net)(x))
+
+
+def test_mlp_init_is_orthogonal_or_torchs_own() -> None:
+    import math
+
+    from rlsweep.nets import mlp
+    from rlsweep.runtime import Runtime
+
+    torch.manual_seed(0)
+    rt = Runtime(torch.device("cpu"))
+    ortho = mlp(64, [64], 4, rt, "relu")
+    plain = mlp(64, [64], 4, rt, "relu", init="torch")
+    w_o, w_p = ortho[0].weight.detach(), plain[0].weight.detach()
+    assert torch.allclose(w_o @ w_o.T, 2.0 * torch.eye(64), atol=1e-4)  # orthogonal, gain sqrt(2)
+    assert w_p.abs().max() <= 1 / math.sqrt(64) and not torch.allclose(w_p @ w_p.T, 2.0 * torch.eye(64), atol=0.1)
+    assert float(ortho[0].bias.abs().max()) == 0.0 and float(plain[0].bias.abs().max()) > 0.0  # torch's bias is uniform
+    with pytest.raises(ValueError, match="init='xavier'"):
+        mlp(4, [4], 2, rt, "relu", init="xavier")

@@ -1,18 +1,21 @@
-"""Small MLPs with the orthogonal initialisation that CleanRL and Stable-Baselines3 use."""
+"""Small MLPs and the Nature-DQN CNN, with the orthogonal initialisation that CleanRL and
+Stable-Baselines3 use."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlsweep.config import EnvConfig
 from rlsweep.runtime import Activation, Runtime
 
 
-def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+def layer_init(layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.constant_(layer.bias, bias)
     return layer
@@ -68,12 +71,92 @@ def mlp(
     rt: Runtime,
     activation: str,
     out_gain: float = 1.0,
+    init: str = "orthogonal",
 ) -> MLP:
-    """Linear -> activation -> ... -> Linear; activations follow the ``inplace`` toggle."""
+    """Linear -> activation -> ... -> Linear; activations follow the ``inplace`` toggle.
+
+    ``init``: "orthogonal" (gain sqrt(2) for hidden layers, ``out_gain`` for the output; what
+    CleanRL's and SB3's PPO use) or "torch" (``nn.Linear``'s own initialisation, which SB3's and
+    CleanRL's DQN and SAC keep).
+    """
+    if init not in INITS:
+        raise ValueError(f"init={init!r}: choose one of {INITS}")
+    keep = init == "torch"
     layers: list[nn.Module] = []
     last = in_dim
     for width in hidden_sizes:
-        layers += [layer_init(nn.Linear(last, width)), rt.activation(activation)]
+        linear = nn.Linear(last, width)
+        layers += [linear if keep else layer_init(linear), rt.activation(activation)]
         last = width
-    layers.append(layer_init(OutputLinear(last, out_dim), gain=out_gain))
+    out = OutputLinear(last, out_dim)
+    layers.append(out if keep else layer_init(out, gain=out_gain))
     return MLP(*layers)
+
+
+INITS = ("orthogonal", "torch")
+
+
+ENCODERS = ("auto", "mlp", "cnn")
+
+
+def is_image_shape(shape: Sequence[int], dtype: object) -> bool:
+    """Image observations (uint8 with 3 dims: channels, height, width): what ``encoder=auto`` gives the CNN."""
+    return len(shape) == 3 and np.dtype(dtype) == np.uint8  # type: ignore[arg-type]
+
+
+def uses_cnn(encoder: str, obs_shape: Sequence[int], obs_dtype: object) -> bool:
+    """Whether an algorithm with ``algo.encoder=encoder`` builds the CNN for these observations."""
+    return encoder == "cnn" or (encoder == "auto" and is_image_shape(obs_shape, obs_dtype))
+
+
+def encoder_errors(encoder: str, env_cfg: EnvConfig) -> list[str]:
+    """Why ``algo.encoder=encoder`` cannot run on ``env_cfg``'s observations (one message each)."""
+    if encoder not in ENCODERS:
+        return [f"algo.encoder={encoder!r} is not valid; choose one of: {', '.join(ENCODERS)}"]
+    if encoder == "cnn":
+        from rlsweep.envs import observation_space
+
+        try:
+            space = observation_space(env_cfg)
+        except Exception:  # noqa: BLE001 - an env that cannot be made is reported by the env checks
+            return []
+        if not is_image_shape(space.shape, space.dtype):
+            return [f"algo.encoder=cnn needs image observations (uint8, 3 dims: channels, height, width); "
+                    f"{env_cfg.id} gives {space.dtype} {space.shape}: use algo.encoder=auto or mlp"]
+    return []
+
+
+class NatureCNN(nn.Module):
+    """The Nature-DQN encoder (Mnih et al. 2015): three convolutions, then 512 features, ReLU.
+
+    Takes the uint8 frames as they come from the host (a copy of a quarter of float32's size)
+    and scales them to [0, 1] on the device, inside the forward. With ``rt.channels_last`` (the
+    ``backend.channels_last`` toggle) its weights are in ``torch.channels_last`` memory format
+    and every input is converted to it, so the convolutions run in NHWC.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], rt: Runtime, features: int = 512) -> None:
+        super().__init__()
+        c, h, w = obs_shape
+        self.channels_last = rt.channels_last
+        self.convs = nn.Sequential(
+            layer_init(nn.Conv2d(c, 32, 8, stride=4)), rt.activation("relu"),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)), rt.activation("relu"),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)), rt.activation("relu"),
+        )
+        for conv in self.convs[::2]:  # each convolution's output size (no padding)
+            h, w = (h - conv.kernel_size[0]) // conv.stride[0] + 1, (w - conv.kernel_size[1]) // conv.stride[1] + 1
+        flat = 64 * h * w
+        self.fc = nn.Sequential(layer_init(nn.Linear(flat, features)), rt.activation("relu"))
+        self.features = features
+        if self.channels_last:
+            self.convs.to(memory_format=torch.channels_last)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-3]
+        x = x.reshape(-1, *x.shape[-3:])
+        # uint8: div_ on the fresh float copy, no second tensor; never in place on a caller's float input
+        x = x.float().div_(255.0) if x.dtype == torch.uint8 else x / 255.0
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return self.fc(self.convs(x).flatten(1)).reshape(*lead, -1)

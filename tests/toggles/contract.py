@@ -26,8 +26,11 @@ from rlsweep.envs import make_envs
 from rlsweep.runner import TrainOutcome, seed_everything, train
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import Toggle, applied_toggles
+from rlsweep.tracking import flatten
 
-ALGOS = ("ppo", "dqn", "sac", "td3")
+#: every toggle's contract runs on each; atari_ppo (the Nature CNN on Breakout frames, a tiny budget)
+#: is in the slow tier: its compiled jobs compile convolutions and their backward
+ALGOS = ("ppo", "dqn", "sac", "td3", pytest.param("atari_ppo", marks=pytest.mark.slow))
 
 
 @functools.cache
@@ -65,13 +68,19 @@ def global_state() -> dict[str, Any]:
 
 
 class _OpRecorder(TorchDispatchMode):
-    """Counts every aten op an eager job runs, by (op name, dtype of its first tensor output)."""
+    """Counts every aten op an eager job runs, by (op name, dtype of its first tensor output), and
+    the memory format of every 4-d input a convolution (forward or backward) reads."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.conv_layouts: collections.Counter[str] = collections.Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.__name__.startswith("convolution") and args and isinstance(args[0], torch.Tensor) and args[0].dim() == 4:
+            x = args[0]
+            nhwc = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+            self.conv_layouts["channels_last" if nhwc else "contiguous"] += 1
         out = func(*args, **(kwargs or {}))
         first = out[0] if isinstance(out, (tuple, list)) and out else out
         dtype = str(first.dtype).removeprefix("torch.") if isinstance(first, torch.Tensor) else ""
@@ -86,6 +95,8 @@ class Observation:
     outcome: TrainOutcome
     #: aten ops by (name, output dtype); empty unless recorded (eager jobs only)
     ops: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+    #: memory formats of the 4-d inputs convolutions read ("channels_last", "contiguous"); recorded with ops
+    conv_layouts: collections.Counter[str] = field(default_factory=collections.Counter)
     #: nn.Module.train()/.eval() calls after the first iteration
     mode_switches: int = 0
     #: process-global settings seen inside the training loop, and after the job
@@ -121,7 +132,7 @@ def observe(cfg: Any, record_ops: bool = False) -> Observation:
                 outcome = train(cfg, on_iteration=hook)
         else:
             outcome = train(cfg, on_iteration=hook)
-    return Observation(outcome, recorder.ops, switches["n"], before, during, global_state())
+    return Observation(outcome, recorder.ops, recorder.conv_layouts, switches["n"], before, during, global_state())
 
 
 @functools.cache
@@ -255,7 +266,10 @@ class ToggleContract:
         state = record["toggles"][self.toggle.name]
         assert state["value"] == self.on_value
         assert state["applied"] == (self.cpu_reason is None)
-        assert json.loads(json.dumps(wandb_config[f"toggle.{self.toggle.name}"])) == self.on_value
+        # W&B's config is nested (a dict-valued toggle such as backend becomes toggle.backend.<field>):
+        # compare it flattened, as the W&B app shows it
+        expected = flatten({f"toggle.{self.toggle.name}": self.on_value})
+        assert {k: json.loads(json.dumps(wandb_config.get(k))) for k in expected} == expected
         assert wandb_summary[f"toggle_applied/{self.toggle.name}"] == state["applied"]
         for tag in self.toggle().tags(self.on_value):  # e.g. twin_modules=true
             assert tag in all_toggles_job["tags"]

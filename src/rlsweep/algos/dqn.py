@@ -18,6 +18,12 @@ Where the toggles act:
 - the target-network update is a Polyak/lerp update, in place or out of place (``inplace``),
   as are the ReLUs.
 
+Image observations (``algo.encoder``: auto picks it for uint8 frames) get the Nature-DQN CNN
+(``nets.NatureCNN``; ``hidden_sizes`` do not apply, its 512 features are the hidden layer):
+frames stay uint8 in the replay buffer, stored once (no separate next-observation copy), and in
+every host->device copy, and are scaled on the device; ``backend.channels_last`` acts on its
+convolutions.
+
 Semantics follow Stable-Baselines3 so its hyper-parameters mean the same here: every
 ``train_freq`` env steps, ``gradient_steps`` gradient steps; the target network is updated
 every ``target_update_interval`` env steps; epsilon decays linearly over
@@ -40,7 +46,7 @@ from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import DQNConfig, TrainConfig
-from rlsweep.nets import mlp
+from rlsweep.nets import INITS, NatureCNN, encoder_errors, mlp, uses_cnn
 from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
@@ -55,6 +61,13 @@ class DQN(Algorithm):
     config_class = DQNConfig
     action_spaces = (gym.spaces.Discrete,)
 
+    @classmethod
+    def validate_config(cls, cfg: TrainConfig) -> list[str]:
+        errors = encoder_errors(cfg.algo.encoder, cfg.env)
+        if cfg.algo.init not in INITS:
+            errors.append(f"algo.init={cfg.algo.init!r} is not valid; choose one of: {', '.join(INITS)}")
+        return errors
+
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)
         a: DQNConfig = cfg.algo  # type: ignore[assignment]
@@ -63,32 +76,45 @@ class DQN(Algorithm):
         self.obs_dim = int(np.prod(obs_space.shape))
         self.n_actions = int(envs.single_action_space.n)
         dev = self.device
-        self.q = mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation).to(dev)
-        self.q_target = mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation).to(dev)
+        self.cnn = uses_cnn(a.encoder, obs_space.shape, obs_space.dtype)
+        # frames cross to the device as uint8 (a quarter of float32's bytes); the CNN scales them there
+        self.obs_dtype = torch.uint8 if self.cnn else torch.float32
+        self.q = self._q_network(obs_space.shape).to(dev)
+        self.q_target = self._q_network(obs_space.shape).to(dev)
         self.q_target.load_state_dict(self.q.state_dict())
         self.q_target.requires_grad_(False)
         # lr as a tensor: annealing changes a value, not a Python float (no recompiles)
         self.lr = torch.tensor(a.lr, device=dev)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr)
+        self.optimizer = rt.adam(self.q.parameters(), lr=self.lr)
         self.scaler = rt.grad_scaler()
 
         self.acting = rt.acting_modules(self.q)
         self.act_fn = rt.compile(self._act, "act")
         self.params = list(self.q.parameters())
-        # see algos/functional.py; CPU only for now: on CUDA, Adam keeps its step counters on the
-        # host (non-capturable) and that mixed-device graph has not been verified on a GPU yet
-        self.single_graph_update = rt.compiles("update") and self.scaler is None and dev.type == "cpu"
+        # see algos/functional.py; float16's GradScaler keeps the autograd step (it skips steps on overflow)
+        self.single_graph_update = rt.compiles("update") and self.scaler is None
         self._q_forward = F.functional_forward(self.q, [n for n, _ in self.q.named_parameters()])
         step = self._single_graph_update_step if self.single_graph_update else self._update_step
         self.update_fn = rt.compile(step, "update")
 
-        self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed)
+        if self.cnn:  # uint8 frames, each stored once: half the memory of obs + next_obs arrays
+            self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed,
+                                       obs_dtype=np.uint8, store_next_obs=False)
+        else:
+            self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
         self.next_obs, _ = envs.reset(seed=cfg.seed)
         self.total_env_steps = cfg.total_env_steps
         self._target_every = max(1, a.target_update_interval // a.num_envs)
         self._vector_steps = 0
         self._target_synced_at_update = 0  # self.updates when the target last became a copy of q
+
+    def _q_network(self, obs_shape: tuple[int, ...]) -> nn.Module:
+        a, rt = self.a, self.rt
+        if self.cnn:
+            cnn = NatureCNN(obs_shape, rt)
+            return nn.Sequential(cnn, mlp(cnn.features, [], self.n_actions, rt, a.activation))
+        return mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation, init=a.init)
 
     @property
     def iteration_env_steps(self) -> int:
@@ -130,7 +156,7 @@ class DQN(Algorithm):
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).argmax(-1).cpu().numpy()
+            return self.q(torch.as_tensor(obs, dtype=self.obs_dtype, device=self.device)).argmax(-1).cpu().numpy()
 
     # -- one iteration -------------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
@@ -143,7 +169,7 @@ class DQN(Algorithm):
                 actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
             else:
                 t = timer.start()
-                obs_t = rt.h2d(next_obs, torch.float32)
+                obs_t = rt.h2d(next_obs, self.obs_dtype)
                 t = timer.lap("h2d", t)
                 with torch.inference_mode(), self.acting:
                     q_values = self.act_fn(obs_t)
@@ -171,7 +197,7 @@ class DQN(Algorithm):
         extra = F.adam_state(self.optimizer, self.params).as_args() if self.single_graph_update else ()
         batches = self.buffer.sample(a.batch_size, a.gradient_steps)
         t = timer.start()
-        dev = {k: rt.h2d(v, torch.float32 if k.endswith("obs") else None) for k, v in batches.items()}
+        dev = {k: rt.h2d(v, self.obs_dtype if k.endswith("obs") else None) for k, v in batches.items()}
         timer.stop("h2d", t)
         t = timer.start()
         next_q_target = self._next_q_target(dev["next_obs"])

@@ -25,6 +25,12 @@ Where the toggles act:
   ("update");
 - activations and advantage normalisation follow ``inplace``; forwards run under ``dtype`` autocast.
 
+Image observations (``algo.encoder``: auto picks it for uint8 frames) get CleanRL's Atari network:
+one Nature-DQN CNN (``nets.NatureCNN``) shared by the actor and critic heads, whose update
+runs the encoder once per minibatch; ``hidden_sizes`` do not apply. Frames stay uint8 in the
+rollout and in every host->device copy and are scaled on the device; ``backend.channels_last``
+acts on the convolutions.
+
 All randomness (action noise, minibatch permutations) is drawn eagerly from torch's seeded
 generator and passed into the compiled functions, so compiled and eager runs draw the same numbers.
 """
@@ -43,7 +49,7 @@ from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.config import PPOConfig, TrainConfig
 from rlsweep.envs import finished_episodes
-from rlsweep.nets import mlp
+from rlsweep.nets import NatureCNN, encoder_errors, mlp, uses_cnn
 from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
@@ -70,6 +76,10 @@ class PPO(Algorithm):
     config_class = PPOConfig
     action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
 
+    @classmethod
+    def validate_config(cls, cfg: TrainConfig) -> list[str]:
+        return encoder_errors(cfg.algo.encoder, cfg.env)
+
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)
         a: PPOConfig = cfg.algo  # type: ignore[assignment]
@@ -82,15 +92,30 @@ class PPO(Algorithm):
             self.act_low, self.act_high = act_space.low, act_space.high
 
         dev = self.device
-        self.actor = mlp(self.obs_dim, a.hidden_sizes, self.act_dim, rt, a.activation, out_gain=0.01).to(dev)
-        self.critic = mlp(self.obs_dim, a.hidden_sizes, 1, rt, a.activation, out_gain=1.0).to(dev)
+        self.cnn = uses_cnn(a.encoder, obs_space.shape, obs_space.dtype)
+        # frames cross to the device as uint8 (a quarter of float32's bytes); the CNN scales them there
+        self.obs_dtype = torch.uint8 if self.cnn else torch.float32
+        self.obs_shape = tuple(obs_space.shape) if self.cnn else (self.obs_dim,)
+        if self.cnn:
+            encoder = NatureCNN(obs_space.shape, rt)
+            self.joint: nn.Module | None = _SharedEncoder(
+                encoder, mlp(encoder.features, [], self.act_dim, rt, a.activation, out_gain=0.01),
+                mlp(encoder.features, [], 1, rt, a.activation, out_gain=1.0)).to(dev)
+            self.actor = nn.Sequential(self.joint.encoder, self.joint.actor_head)
+            self.critic = nn.Sequential(self.joint.encoder, self.joint.critic_head)
+        else:
+            self.joint = None
+            self.actor = mlp(self.obs_dim, a.hidden_sizes, self.act_dim, rt, a.activation, out_gain=0.01).to(dev)
+            self.critic = mlp(self.obs_dim, a.hidden_sizes, 1, rt, a.activation, out_gain=1.0).to(dev)
         self.log_std = nn.Parameter(torch.full((self.act_dim,), a.log_std_init, device=dev))
-        params = [*self.actor.parameters(), *self.critic.parameters()]
+        # the shared encoder once: the CNN's parameters are the actor's and the critic's
+        params = list(self.joint.parameters()) if self.joint is not None else [
+            *self.actor.parameters(), *self.critic.parameters()]
         if not self.discrete:
             params.append(self.log_std)
         # lr as a tensor: annealing it changes a value, not a Python float, so no recompiles
         self.lr = torch.tensor(a.lr, device=dev)
-        self.optimizer = torch.optim.Adam(params, lr=self.lr, eps=1e-5)
+        self.optimizer = rt.adam(params, lr=self.lr, eps=1e-5)
         self.params = params
         self.scaler = rt.grad_scaler()
 
@@ -102,14 +127,16 @@ class PPO(Algorithm):
         # minibatch sizes the per-graph call overhead is most of the step's cost
         # (docs/results/profiling.md).
         # Eager keeps autograd + torch.optim.Adam: the baseline every toggle is compared with.
-        # CPU only for now: on CUDA, Adam keeps its step counters on the host (non-capturable),
-        # and that mixed-device graph has not been verified on a GPU yet.
-        self.single_graph_update = rt.compiles("update") and self.scaler is None and dev.type == "cpu"
+        # float16's GradScaler skips steps on overflow, a host decision: it keeps the autograd step.
+        self.single_graph_update = rt.compiles("update") and self.scaler is None
         actor_names = [n for n, _ in self.actor.named_parameters()]
         critic_names = [n for n, _ in self.critic.named_parameters()]
         self._actor_fwd = F.functional_forward(self.actor, actor_names)
         self._critic_fwd = F.functional_forward(self.critic, critic_names)
         self._n_actor_critic = (len(actor_names), len(critic_names))
+        if self.joint is not None:
+            self._joint_fwd = F.functional_forward(self.joint, [n for n, _ in self.joint.named_parameters()])
+            self._n_joint = len(list(self.joint.parameters()))
         step = self._single_graph_update_step if self.single_graph_update else self._update_step
         self.update_fn = rt.compile(step, "update")
 
@@ -117,7 +144,7 @@ class PPO(Algorithm):
         self.batch_size = n * s
         self.minibatch_size = min(a.minibatch_size, self.batch_size)
         act_shape = (s, n) if self.discrete else (s, n, self.act_dim)
-        self.obs_host = np.zeros((s, n, self.obs_dim), dtype=np.float32)
+        self.obs_host = np.zeros((s, n, *self.obs_shape), dtype=np.uint8 if self.cnn else np.float32)
         self.act_host = np.zeros(act_shape, dtype=np.int64 if self.discrete else np.float32)
         self.rew_host = np.zeros((s, n), dtype=np.float32)
         self.done_host = np.zeros((s, n), dtype=np.float32)
@@ -139,6 +166,19 @@ class PPO(Algorithm):
         return self.total_iterations
 
     # -- the loss: written once, called by both update paths -----------------------------------------
+    def _forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actor output, value) of a minibatch: a shared encoder runs once."""
+        if self.joint is not None:
+            return self.joint(obs)
+        return self.actor(obs), self.critic(obs)
+
+    def _functional_forward(self, params: list[torch.Tensor], obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`_forward` with ``params`` (``self.params``' order) in place of the networks' own."""
+        if self.joint is not None:
+            return self._joint_fwd(params[: self._n_joint], obs)
+        n_actor, n_critic = self._n_actor_critic
+        return (self._actor_fwd(params[:n_actor], obs), self._critic_fwd(params[n_actor : n_actor + n_critic], obs))
+
     def _losses(self, out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor, act: torch.Tensor,
                 old_logp: torch.Tensor, adv: torch.Tensor, ret: torch.Tensor, old_val: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,7 +245,7 @@ class PPO(Algorithm):
         critic = self.acting.modules[1]
         steps, envs = obs.shape[:2]
         with torch.no_grad(), self.rt.autocast():
-            value = critic(obs.reshape(steps * envs, self.obs_dim)).reshape(steps, envs)
+            value = critic(obs.reshape(steps * envs, *self.obs_shape)).reshape(steps, envs)
         with torch.no_grad():
             if logits is not None:
                 logp = torch.log_softmax(logits, dim=-1).gather(-1, act.unsqueeze(-1)).squeeze(-1)
@@ -215,14 +255,14 @@ class PPO(Algorithm):
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            out = self.actor(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
+            out = self.actor(torch.as_tensor(obs, dtype=self.obs_dtype, device=self.device))
         if self.discrete:
             return out.argmax(-1).cpu().numpy()
         return np.clip(out.cpu().numpy(), self.act_low, self.act_high)
 
     def _value_of(self, obs: np.ndarray) -> torch.Tensor:
         with torch.no_grad():
-            return self.critic(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).squeeze(-1)
+            return self.critic(torch.as_tensor(obs, dtype=self.obs_dtype, device=self.device)).squeeze(-1)
 
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
@@ -242,7 +282,7 @@ class PPO(Algorithm):
         with torch.inference_mode():
             for step in range(a.num_steps):
                 t = timer.start()
-                obs_t = rt.h2d(next_obs, torch.float32)
+                obs_t = rt.h2d(next_obs, self.obs_dtype)
                 t = timer.lap("h2d", t)
                 with acting:
                     out = act_fn(obs_t)
@@ -270,7 +310,7 @@ class PPO(Algorithm):
         self.next_obs = next_obs
 
         t = timer.start()
-        last_obs = rt.h2d(next_obs, torch.float32)
+        last_obs = rt.h2d(next_obs, self.obs_dtype)
         self.obs_buf, self.act_buf = rt.h2d(obs_host), rt.h2d(act_host)  # the rollout, in one copy each
         logits = None if logits_host is None else rt.h2d(logits_host)
         timer.stop("h2d", t)
@@ -309,7 +349,7 @@ class PPO(Algorithm):
                                           self.val_buf.cpu().numpy(), last_value.cpu().numpy(), a.gamma, a.gae_lambda))
             returns = advantages + self.val_buf
 
-        b_obs = self.obs_buf.reshape(-1, self.obs_dim)
+        b_obs = self.obs_buf.reshape(-1, *self.obs_shape)
         b_act = self.act_buf.reshape(self.batch_size, *self.act_buf.shape[2:])
         b_logp, b_adv = self.logp_buf.reshape(-1), advantages.reshape(-1)
         b_ret, b_val = returns.reshape(-1), self.val_buf.reshape(-1)
@@ -344,8 +384,7 @@ class PPO(Algorithm):
         if a.norm_adv:  # before the loss: no parameter reaches it (and in place it must not be under torch.func)
             adv = rt.normalize(adv)
         with rt.autocast():
-            out = self.actor(obs)
-            value = self.critic(obs)
+            out, value = self._forward(obs)
         loss, stats = self._losses(out, value, self.log_std, act, old_logp, adv, ret, old_val)
 
         self.optimizer.zero_grad(set_to_none=True)
@@ -384,13 +423,11 @@ class PPO(Algorithm):
         obs, act, old_logp, adv, ret, old_val = b_obs[idx], b_act[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx]
         if a.norm_adv:  # before the loss: no parameter reaches it (and in place it must not be under torch.func)
             adv = rt.normalize(adv)
-        n_actor, n_critic = self._n_actor_critic
 
         def loss_of(params: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
             log_std = params[-1] if not self.discrete else self.log_std
             with rt.autocast():
-                out = self._actor_fwd(params[:n_actor], obs)
-                value = self._critic_fwd(params[n_actor : n_actor + n_critic], obs)
+                out, value = self._functional_forward(params, obs)
             return self._losses(out, value, log_std, act, old_logp, adv, ret, old_val)
 
         params = [p.detach() for p in self.params]
@@ -417,3 +454,15 @@ class PPO(Algorithm):
         self.lr.fill_(state["lr"])
         for group in self.optimizer.param_groups:  # loading optimizer state replaced the lr tensor
             group["lr"] = self.lr
+
+
+class _SharedEncoder(nn.Module):
+    """CleanRL's Atari actor-critic: one encoder, an actor head and a critic head on its features."""
+
+    def __init__(self, encoder: nn.Module, actor_head: nn.Module, critic_head: nn.Module) -> None:
+        super().__init__()
+        self.encoder, self.actor_head, self.critic_head = encoder, actor_head, critic_head
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.encoder(obs)
+        return self.actor_head(features), self.critic_head(features)

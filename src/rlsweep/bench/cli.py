@@ -1,4 +1,4 @@
-"""``python -m sweeps.bench [--quick] [--repeats N] [--out FILE] [--algos ppo,dqn,sac] [--peers sb3,torchrl] [--claims]``."""
+"""``python -m sweeps.bench [--quick] [--repeats N] [--out FILE] [--algos ppo,dqn,sac,atari_ppo] [--peers sb3,torchrl] [--claims]``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny budgets: a smoke version in about a minute")
     p.add_argument("--repeats", type=int, default=None, help="interleaved repeats per comparison (default 3; quick 1)")
     p.add_argument("--out", type=Path, default=None, help="write JSON here and markdown next to it (.md)")
-    p.add_argument("--algos", default="ppo,dqn,sac", help="comma-separated subset of ppo,dqn,sac")
+    p.add_argument("--algos", default="ppo,dqn,sac,atari_ppo",
+                   help="comma-separated subset of ppo,dqn,sac,atari_ppo (PPO with the Nature CNN on Breakout)")
     p.add_argument("--peers", default=None,
                    help="comma-separated peers to run beside rlsweep: sb3 (required: the targets are against it) "
                         "and torchrl (default: every one installed)")
@@ -31,9 +32,9 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
 
         # the arguments first: a wrong one is the same mistake whatever is installed
         algos = tuple(a for a in args.algos.split(",") if a)
-        unknown = set(algos) - {"ppo", "dqn", "sac"}
+        unknown = set(algos) - set(core.ALGOS)
         if unknown:
-            p.error(f"unknown algos {sorted(unknown)}; valid: ppo, dqn, sac")
+            p.error(f"unknown algos {sorted(unknown)}; valid: {', '.join(core.ALGOS)}")
         installed = core.installed_peers()
         peers = tuple(x for x in args.peers.split(",") if x) if args.peers is not None else installed
         known = [q.key for q in core.PEERS]

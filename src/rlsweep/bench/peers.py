@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-#: hyper-parameters identical to conf/experiment/sb3_{ppo,dqn,sac}.yaml (SB3 / rl-zoo values)
+#: hyper-parameters identical to conf/experiment/sb3_{ppo,dqn,sac}.yaml and atari_ppo.yaml (SB3 / rl-zoo values)
 SB3_SETTINGS: dict[str, dict[str, Any]] = {
     "ppo": {"env_id": "CartPole-v1", "n_envs": 8, "kwargs": dict(
         learning_rate=3e-4, n_steps=2048, batch_size=64, n_epochs=10, gamma=0.99, gae_lambda=0.95,
@@ -26,7 +26,20 @@ SB3_SETTINGS: dict[str, dict[str, Any]] = {
         learning_rate=3e-4, buffer_size=1_000_000, learning_starts=100, batch_size=256, tau=0.005,
         gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
         policy_kwargs=dict(net_arch=[256, 256]))},
+    # CnnPolicy: the Nature CNN shared by both heads, frames scaled by 1/255, Adam eps 1e-5, as rlsweep's;
+    # the learning rate annealed linearly to 0 as rlsweep's anneal_lr (rl-zoo also anneals the clip range)
+    "atari_ppo": {"env_id": "ALE/Breakout-v5", "n_envs": 8, "policy": "CnnPolicy", "atari": True, "kwargs": dict(
+        learning_rate=lambda remaining: remaining * 2.5e-4, n_steps=128, batch_size=256, n_epochs=4, gamma=0.99,
+        gae_lambda=0.95, clip_range=0.1, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5)},
 }
+
+
+def _env_config(algo: str) -> Any:
+    """rlsweep's EnvConfig of ``algo``'s env: the Atari preprocessing of env=breakout where it has one."""
+    from rlsweep.config import EnvConfig
+
+    s = SB3_SETTINGS[algo]
+    return EnvConfig(id=s["env_id"], atari=s.get("atari", False))
 
 
 class SteadyClock:
@@ -88,23 +101,34 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
             return True
 
     t_start = time.perf_counter()
-    env = make_vec_env(s["env_id"], n_envs=s["n_envs"], seed=seed)
-    cls = {"ppo": sb3.PPO, "dqn": sb3.DQN, "sac": sb3.SAC}[algo]
-    model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **{**s["kwargs"], **(overrides or {})})
+    env_cfg = _env_config(algo)
+    if env_cfg.atari:  # rlsweep's own wrapper stack (envs.atari_wrappers) on every env: identical preprocessing
+        from functools import partial
+
+        from rlsweep.envs import atari_wrappers, register_ale
+
+        register_ale()
+        env = make_vec_env(s["env_id"], n_envs=s["n_envs"], seed=seed,
+                           env_kwargs={"frameskip": 1, "repeat_action_probability": env_cfg.repeat_action_probability},
+                           wrapper_class=partial(atari_wrappers, env_cfg=env_cfg))
+    else:
+        env = make_vec_env(s["env_id"], n_envs=s["n_envs"], seed=seed)
+    cls = {"ppo": sb3.PPO, "atari_ppo": sb3.PPO, "dqn": sb3.DQN, "sac": sb3.SAC}[algo]
+    model = cls(s.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0,
+                **{**s["kwargs"], **(overrides or {})})
     clock = SteadyClock(steady_from_env_steps)
     t0 = time.perf_counter()
     model.learn(total_timesteps=total_env_steps, callback=SteadyMark(clock), progress_bar=False)
     t_end = time.perf_counter()
-    returns = _evaluate(model, s["env_id"], eval_episodes, seed + 10_000) if eval_episodes > 0 else []
+    returns = _evaluate(model, env_cfg, eval_episodes, seed + 10_000) if eval_episodes > 0 else []
     return peer_record(clock, int(model.num_timesteps), t_start, t0, t_end, returns, sb3.__version__)
 
 
-def _evaluate(model: Any, env_id: str, episodes: int, seed: int) -> list[float]:
+def _evaluate(model: Any, env_cfg: Any, episodes: int, seed: int) -> list[float]:
     """Deterministic returns of ``episodes`` episodes, with the very evaluation rlsweep's jobs use."""
-    from rlsweep.config import EnvConfig
     from rlsweep.envs import evaluate
 
-    return evaluate(lambda obs: model.predict(obs, deterministic=True)[0], EnvConfig(id=env_id), episodes, seed)
+    return evaluate(lambda obs: model.predict(obs, deterministic=True)[0], env_cfg, episodes, seed)
 
 
 def raw_vector_stepping(env_id: str, num_envs: int, vector_steps: int, seed: int) -> dict[str, Any]:

@@ -29,6 +29,7 @@ class BackendConfig:
     matmul_precision: str = "highest"  # highest | high (TF32) | medium
     cudnn_benchmark: bool = False  # cuDNN autotuner
     num_threads: Optional[int] = None  # intra-op threads; None: the CPUs this job was given
+    channels_last: bool = False  # conv models in NHWC memory format: a toggle of its own (toggles/channels_last.py)
 
 
 def default_num_threads(environ: Mapping[str, str] | None = None) -> int:

@@ -1,0 +1,57 @@
+"""``backend.channels_last``: convolutional networks and their inputs in NHWC memory format.
+
+A key of the ``backend`` group (users type ``backend.channels_last=true`` beside the other backend
+settings), but a toggle of its own: unlike the process-global backend switches it acts on the
+job's networks, through the runtime, and it cannot act on a job without convolutions (the MLP
+jobs), which it records as not applicable with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlsweep.toggles.base import Toggle
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlsweep.config import TrainConfig
+    from rlsweep.runtime import Runtime
+
+
+class ChannelsLastToggle(Toggle):
+    # the name is the key users type: the report's cell dimension and the W&B column match the override
+    name = "backend.channels_last"
+    field = "backend.channels_last"  # dotted: declared by the backend group's schema (BackendConfig)
+    schema = bool
+    values = (False, True)
+    off_value = False
+    on = ("backend.channels_last=true",)
+    doc = "convolutional networks and their 4-d inputs in torch.channels_last (NHWC) memory format"
+
+    def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
+        if not cfg.backend.channels_last:
+            return None
+        return conv_free_reason(cfg)
+
+    def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
+        rt.channels_last = cfg.backend.channels_last
+
+
+def conv_free_reason(cfg: TrainConfig) -> str | None:
+    """Why the job builds no convolutional network (None: it builds one)."""
+    encoder = getattr(cfg.algo, "encoder", None)
+    if encoder is None:
+        return (f"not applicable: {cfg.algo.name} has no algo.encoder, so no convolutional network "
+                f"(channels_last acts on convolutions)")
+    if encoder == "mlp":
+        return "not applicable: algo.encoder=mlp builds no convolutional network"
+    if encoder == "auto":
+        from rlsweep.envs import observation_space
+        from rlsweep.nets import is_image_shape
+
+        space = observation_space(cfg.env)
+        if not is_image_shape(space.shape, space.dtype):
+            return (f"not applicable: {cfg.env.id} observations are not images ({space.dtype} {space.shape}), "
+                    f"so algo.encoder=auto builds an MLP, no convolutional network")
+    return None
