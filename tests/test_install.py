@@ -31,15 +31,19 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
-def test_the_wheel_lists_every_package_and_carries_every_config() -> None:
-    """The package list is written out (rlsweep.conf maps to conf/): a new subpackage must be added to it."""
+def test_the_wheel_carries_every_config_and_the_editable_install_stays_a_path() -> None:
+    """conf/ reaches the package through the link src/rlsweep/conf, with no package-dir mapping.
+
+    A mapping would turn an editable install into setuptools' import hook, and Hydra's scan of the
+    hydra_plugins namespace would no longer find rlsweep's launchers (seen in a fresh venv).
+    """
+    import os
+
     setuptools = _pyproject()["tool"]["setuptools"]
-    listed = set(setuptools["packages"])
-    in_src = {".".join(p.parent.relative_to(ROOT / "src").parts) for p in (ROOT / "src").rglob("*.py")}
-    assert in_src - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
-    assert setuptools["package-dir"]["rlsweep.conf"] == "conf"
-    globs = setuptools["package-data"]["rlsweep.conf"]
-    assert {"*.yaml", "**/*.yaml"} <= set(globs)
+    link = ROOT / "src" / "rlsweep" / "conf"
+    assert link.is_symlink() and os.readlink(link) == "../../conf"
+    assert "package-dir" not in setuptools and setuptools["packages"]["find"]["where"] == ["src"]
+    assert {"conf/*.yaml", "conf/**/*.yaml"} <= set(setuptools["package-data"]["rlsweep"])
     others = [p for p in (ROOT / "conf").rglob("*") if p.is_file() and p.suffix != ".yaml"]
     assert others == [], "conf/ files the wheel would not carry (package-data globs are *.yaml)"
     scripts = _pyproject()["project"]["scripts"]
@@ -50,7 +54,7 @@ def test_the_wheel_lists_every_package_and_carries_every_config() -> None:
 def test_the_checkout_runs_with_its_own_conf() -> None:
     from rlsweep.resources import CONF_DIR
 
-    assert CONF_DIR == ROOT / "conf"
+    assert CONF_DIR.resolve() == ROOT / "conf"
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """Where rlsweep's own Hydra configs are, in a source checkout and in an installed package.
 
-The repository keeps them in ``conf/`` at its root; a wheel carries the same files as the package
-data ``rlsweep/conf`` (pyproject.toml maps ``rlsweep.conf`` to ``conf/``). An editable install
-runs from the checkout, so its ``conf/`` is the one used.
+The repository keeps them in ``conf/`` at its root and links ``src/rlsweep/conf`` to it, so the
+package finds them at ``rlsweep/conf`` in a checkout or editable install, and a wheel carries the
+same files there as package data.
 """
 
 from __future__ import annotations
