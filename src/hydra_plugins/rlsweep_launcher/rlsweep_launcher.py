@@ -68,6 +68,20 @@ ConfigStore.instance().store(
 )
 
 
+def _executor(cluster: str, launcher_params: Any) -> Any:
+    """The executor the upstream plugin's ``launch`` builds, from the same parameters."""
+    import submitit
+
+    params = dict(launcher_params)
+    init = {"folder": params.pop("submitit_folder")}
+    if "max_num_timeout" in params:
+        init[f"{cluster}_max_num_timeout"] = params.pop("max_num_timeout")
+    executor = submitit.AutoExecutor(cluster=cluster, **init)
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{k if k in base else f"{cluster}_{k}": v for k, v in params.items()})
+    return executor
+
+
 class JobDied(CompactHydraException):
     """A local job's process ended without a result: Hydra prints this one line, no traceback."""
 
@@ -100,17 +114,7 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         return default_max_parallel(cpus, threads), f"{cpus} CPUs // {threads} thread(s) per job"
 
     def _executor(self) -> Any:
-        """The executor the plugin's ``launch`` builds, from the same parameters."""
-        import submitit
-
-        params = dict(self.params)
-        init = {"folder": params.pop("submitit_folder")}
-        if "max_num_timeout" in params:
-            init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
-        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
-        base = set(OmegaConf.structured(BaseQueueConf).keys())
-        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()})
-        return executor
+        return _executor(self._EXECUTOR, self.params)
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
         from rlsweep.launchers import seed_major_order
@@ -291,7 +295,6 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         self.wait = wait
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        import submitit
 
         from rlsweep.launchers import SUBMITTED, submitted_message
         from rlsweep.status import write_manifest
@@ -299,13 +302,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         assert self.config is not None
         num_jobs = len(job_overrides)
         assert num_jobs > 0
-        params = dict(self.params)
-        init = {"folder": params.pop("submitit_folder")}
-        if "max_num_timeout" in params:
-            init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
-        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
-        base = set(OmegaConf.structured(BaseQueueConf).keys())
-        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()})
+        executor = _executor(self._EXECUTOR, self.params)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}")
         sweep_dir.mkdir(parents=True, exist_ok=True)
