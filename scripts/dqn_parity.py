@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rlsweep.bench.stats import learning_difference
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,16 +55,6 @@ def run_sb3(seed: int, steps: int, work: Path) -> float:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     return float(np.mean(json.loads(out.read_text())["eval_returns"]))
-
-
-def compare(ours: list[float], peer: list[float], n_boot: int = 10_000, seed: int = 0) -> dict[str, float]:
-    """Mean difference (ours - peer) with a bootstrap 95% interval, and P(ours > peer) over all pairs (ties half)."""
-    a, b = np.asarray(ours), np.asarray(peer)
-    rng = np.random.default_rng(seed)
-    diffs = rng.choice(a, (n_boot, len(a))).mean(1) - rng.choice(b, (n_boot, len(b))).mean(1)
-    wins = (a[:, None] > b[None, :]).mean() + 0.5 * (a[:, None] == b[None, :]).mean()
-    return {"mean_diff": float(a.mean() - b.mean()), "ci_low": float(np.percentile(diffs, 2.5)),
-            "ci_high": float(np.percentile(diffs, 97.5)), "p_improvement": float(wins)}
 
 
 def main() -> None:
@@ -95,7 +87,7 @@ def main() -> None:
         side = {"final_returns": finals, "reached_200": sum(r >= 200 for r in finals), "mean": float(np.mean(finals)),
                 "median": float(np.median(finals))}
         if name != "sb3":
-            side["vs_sb3"] = compare(finals, sb3)
+            side["vs_sb3"] = learning_difference(finals, sb3)
         result["sides"][name] = side
         print(f"{name}: >=200 on {side['reached_200']}/{args.seeds}, mean {side['mean']:.1f}, median "
               f"{side['median']:.1f}" + (f", vs SB3 {side['vs_sb3']}" if "vs_sb3" in side else ""))

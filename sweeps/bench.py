@@ -1,6 +1,6 @@
 """Benchmark rlsweep against Stable-Baselines3 and TorchRL, the env-stepping limit and its own overhead.
 
-    python -m sweeps.bench                      # full: PPO, DQN, SAC x 3 interleaved repeats
+    python -m sweeps.bench                      # full: PPO, DQN, SAC, Atari PPO x 10 repeats (hours)
     python -m sweeps.bench --quick --out b.json # smoke version (tiny budgets); JSON + b.md
     python -m sweeps.bench --claims             # the talk's claims as measured verdicts
 

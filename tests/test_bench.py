@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import ROOT
@@ -20,14 +21,8 @@ REQUIRED = ("rlsweep_env_steps_per_s", "peer", "peer_env_steps_per_s", "ratio", 
             "rlsweep_final_return", "peer_final_return")
 
 
-@pytest.mark.bench
-@pytest.mark.skipif(not HAS_SB3, reason='stable-baselines3 not installed (pip install -e ".[bench]")')
-def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "sweeps.bench", "--quick", "--algos", "ppo", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
+def check_quick_bench(res: dict, md: str, stdout: str) -> None:
+    """What a quick bench's JSON and markdown must say (also usable on a saved ``--out`` file)."""
     c = res["ppo_CartPole-v1"]
     for key in REQUIRED:
         assert key in c, key
@@ -37,26 +32,51 @@ def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
     assert c["peer"].startswith("stable-baselines3")
     assert c["env_steps"]["rlsweep"] == c["env_steps"]["peer"]  # the same real budget on both sides
     assert math.isfinite(c["rlsweep_final_return"]) and math.isfinite(c["peer_final_return"])
-    # every installed peer ran, interleaved with rlsweep, on the same budget; SB3's fields are the top level's
-    assert list(c["peers"]) == (["sb3", "torchrl"] if HAS_TORCHRL else ["sb3"]) == res["settings"]["peers"]
-    assert c["peers"]["sb3"]["ratio"] == c["ratio"]
+    repeats = res["settings"]["repeats"]
+    assert c["seeds"] == list(range(repeats))
+    # every requested peer ran, interleaved with rlsweep's cold and warm runs, on the same budget
+    assert list(c["peers"]) == res["settings"]["peers"] and c["peers"]["sb3"]["ratio"] == c["ratio"]
+    runs = res["comparisons"]["ppo_CartPole-v1"]["repeats"]
+    for kind in ("cold", "warm"):
+        assert [r["cache"] for r in runs[f"rlsweep_{kind}"]] == [kind] * repeats
+        e = c["end_to_end"][kind]
+        assert e["ratio_ci"][0] <= e["ratio"] <= e["ratio_ci"][1] and e["rlsweep_process_wall_s"] > 0
+        assert e["target"] == {"cold": 4.0, "warm": 5.0}[kind]
+    # the cold runs compiled from nothing, the warm ones found everything the warm-up run compiled
+    assert c["compile"]["cold"]["fxgraph_hits"] == 0 and c["compile"]["cold"]["fxgraph_misses"] > 0
+    assert c["compile"]["warm_cache_complete"] is True and c["compile"]["warm"]["served_from_cache"] == 1.0
     for key, p in c["peers"].items():
         assert p["env_steps"] == c["env_steps"]["rlsweep"], key
         assert math.isclose(p["ratio"], c["rlsweep_env_steps_per_s"] / p["peer_env_steps_per_s"], rel_tol=1e-9)
-        assert math.isfinite(p["peer_final_return"]) and len(res["comparisons"]["ppo_CartPole-v1"]["repeats"][key]) == 1
-    if HAS_TORCHRL:
-        assert c["peers"]["torchrl"]["peer"].startswith("torchrl ")
+        assert math.isfinite(p["peer_final_return"]) and len(runs[key]) == repeats
+        d = p["learning"]
+        assert d["n_ours"] == d["n_peer"] == repeats and d["ci_low"] <= d["mean_diff"] <= d["ci_high"]
+        assert d["no_worse"] == (d["ci_high"] >= 0)
     lim = res["limit"]
-    assert lim["raw_env_steps_per_s"] > 0 and 0 < lim["collection_fraction"]
+    assert lim["raw_env_steps_per_s"] > 0 and 0 < lim["collection_fraction"] and lim["target_fraction"] == 0.6
     cs = res["cold_start"]
-    assert cs["train_to_first_env_step_s"] > 0 and cs["import_torch_gymnasium_s"] > 0
+    assert cs["train_to_first_env_step_s"] > 0 and cs["import_torch_gymnasium_s"] > 0 and cs["target_overhead_s"] == 1.0
     for launcher in ("basic", "submitit_local"):
         assert res["launchers"][launcher]["one_job_sweep_s"] > 0
     assert "submitit_slurm" in res["launchers"]
-    md = out.with_suffix(".md").read_text()
-    assert "ppo_CartPole-v1" in md and "| comparison |" in md
-    assert md.strip() in proc.stdout
-    assert md.count("| ppo_CartPole-v1 |") == len(c["peers"])  # one row per peer
+    assert "ppo_CartPole-v1" in md and "| comparison | peer | measure |" in md
+    assert md.strip() in stdout
+    # per peer: a steady row and a cold and a warm end-to-end row, a learning row; one compile row
+    assert md.count("| ppo_CartPole-v1 |") == 4 * len(c["peers"]) + 1
+
+
+@pytest.mark.bench
+@pytest.mark.skipif(not HAS_SB3, reason='stable-baselines3 not installed (pip install -e ".[bench]")')
+def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "sweeps.bench", "--quick", "--algos", "ppo", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["settings"]["peers"] == (["sb3", "torchrl"] if HAS_TORCHRL else ["sb3"])  # every installed one
+    check_quick_bench(res, out.with_suffix(".md").read_text(), proc.stdout)
+    if HAS_TORCHRL:
+        assert res["ppo_CartPole-v1"]["peers"]["torchrl"]["peer"].startswith("torchrl ")
 
 
 @pytest.mark.bench
@@ -124,8 +144,6 @@ def test_ratio_ci_brackets_the_ratio() -> None:
 
 
 def test_bfloat16_is_chosen_only_for_sac_and_only_where_it_is_native() -> None:
-    from pathlib import Path
-
     from rlsweep.bench import BEST_TOGGLES, Bench
     from rlsweep.bench.core import BF16_MIN_SPEEDUP, bf16_matmul_speedup
 
@@ -138,3 +156,131 @@ def test_bfloat16_is_chosen_only_for_sac_and_only_where_it_is_native() -> None:
     for algo in ("ppo", "dqn"):
         assert fast.toggles(algo) == BEST_TOGGLES["cpu"][algo]
     assert fast.toggles("sac", "cuda") == BEST_TOGGLES["cuda"]["sac"]
+
+
+def test_learning_difference_flags_a_clearly_worse_side_and_not_equal_ones() -> None:
+    from rlsweep.bench import learning_difference
+
+    good = [480.0, 500.0, 450.0, 500.0, 470.0, 500.0, 490.0, 460.0, 500.0, 495.0]
+    bad = [100.0, 150.0, 90.0, 130.0, 120.0, 110.0, 140.0, 95.0, 105.0, 125.0]
+    worse = learning_difference(bad, good)
+    assert not worse["no_worse"] and worse["ci_high"] < 0 and worse["p_improvement"] == 0.0
+    assert worse["ci_low"] <= worse["mean_diff"] <= worse["ci_high"]
+    # the same returns in another order, and a solved task on both sides (all ties): no difference
+    same = learning_difference(good, good[::-1])
+    assert same["no_worse"] and same["ci_low"] <= 0 <= same["ci_high"] and same["p_improvement"] == 0.5
+    solved = learning_difference([500.0] * 10, [500.0] * 10)
+    assert solved["no_worse"] and solved["mean_diff"] == 0 and solved["p_improvement"] == 0.5
+    better = learning_difference(good, bad)
+    assert better["no_worse"] and better["ci_low"] > 0 and better["p_improvement"] == 1.0
+    # noisy sides a little apart: not significantly worse, and the interval says how unsure that is
+    noisy = learning_difference([15.7, 500, 99.5, 103.2, 83.2, 104.8, 113.8, 500, 500, 20],
+                                [500, 500, 500, 500, 117.1, 254.4, 126.6, 500, 500, 30])
+    assert noisy["no_worse"] and noisy["ci_low"] < noisy["mean_diff"] < 0 <= noisy["ci_high"]
+    assert noisy["p_improvement_ci"][0] <= noisy["p_improvement"] <= noisy["p_improvement_ci"][1]
+    with pytest.raises(ValueError, match="both sides"):
+        learning_difference([], good)
+
+
+class FakeProcesses:
+    """Stands in for the bench's child processes: a ``sweeps.train`` job that "compiles" into its
+    compile.cache_dir (a hit when the folder already holds a graph) and peer/limit workers."""
+
+    def __init__(self, hit_when_filled: bool = True) -> None:
+        self.hit_when_filled = hit_when_filled
+        self.calls: list[dict] = []
+
+    def __call__(self, cmd, cwd=None, env=None, **kwargs):
+        module = cmd[2]
+        if module == "rlsweep.train":
+            args = dict(a.split("=", 1) for a in cmd[3:])
+            cache, out = Path(args["compile.cache_dir"]), Path(args["hydra.run.dir"])
+            found = sorted(p.name for p in cache.iterdir()) if cache.exists() else None
+            self.calls.append({"kind": "rlsweep", "seed": int(args["seed"]), "cache_dir": str(cache), "found": found,
+                               "env_cache": env.get("TORCHINDUCTOR_CACHE_DIR"), "triton": env.get("TRITON_CACHE_DIR")})
+            hit = bool(found) and self.hit_when_filled
+            (cache / "fxgraph").write_text("compiled")
+            out.mkdir(parents=True)
+            (out / "result.json").write_text(json.dumps({
+                "env_steps": 1536, "iterations": 3, "wall_s": 2.0 if hit else 9.0,
+                "throughput": {"env_steps_per_s": 5000.0, "steady_iterations": 2, "steady_s": 0.3},
+                "timings": {"update": {"total_s": 0.1}},
+                "learning": {"final_return": 100.0 + int(args["seed"]), "eval_returns": [100.0]},
+                "compile": {"compile_s": 1.0 if hit else 8.0, "cache": {
+                    "dir": str(cache), "fxgraph_hits": int(hit), "fxgraph_misses": int(not hit), "fxgraph_bypasses": 0,
+                    "aot_autograd_hits": int(hit), "aot_autograd_misses": int(not hit),
+                    "served_from_cache": float(hit)}}}))
+        else:
+            kind, kw, out = cmd[3], json.loads(cmd[4]), cmd[5]
+            self.calls.append({"kind": kind, "seed": kw.get("seed")})
+            res = ({"env_steps": 8000, "env_steps_per_s": 20000.0} if kind == "limit" else
+                   {"env_steps": kw["total_env_steps"], "env_steps_per_s": 1000.0, "end_to_end_env_steps_per_s": 500.0,
+                    "final_return": 100.0 + kw["seed"], "eval_returns": [100.0], "version": "9.9"})
+            Path(out).write_text(json.dumps(res))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+def _fake_compare(tmp_path, monkeypatch, fake: FakeProcesses, repeats: int = 3):
+    from rlsweep.bench import core
+
+    monkeypatch.setattr(core.subprocess, "run", fake)
+    # a warm cache of the caller's, and a Triton cache outside any folder the bench chose: neither may leak
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "callers-cache"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    b = core.Bench(root=ROOT, repeats=repeats, quick=True, peers=("sb3",), bf16_speedup=1.0,
+                   workdir=tmp_path / "work")
+    return b, core.compare(b, core.COMPARISONS[0], log=lambda m: None)
+
+
+def test_cold_runs_get_an_empty_compile_cache_and_warm_runs_the_filled_one(tmp_path, monkeypatch) -> None:
+    fake = FakeProcesses()
+    b, comp = _fake_compare(tmp_path, monkeypatch, fake)
+    runs = [c for c in fake.calls if c["kind"] == "rlsweep"]
+    warmup, timed = runs[0], runs[1:]
+    assert warmup["found"] == [] and warmup["seed"] == b.repeats  # untimed, a seed no timed run uses
+    cold = [c for c in timed if c["cache_dir"] != warmup["cache_dir"]]
+    warm = [c for c in timed if c["cache_dir"] == warmup["cache_dir"]]
+    assert len(cold) == len(warm) == b.repeats
+    assert all(c["found"] == [] for c in cold)  # empty, made for this run
+    assert len({c["cache_dir"] for c in cold}) == b.repeats
+    assert all(c["found"] == ["fxgraph"] for c in warm)  # what the warm-up run compiled
+    for c in runs:  # the child sees only the bench's folder
+        assert c["env_cache"] == c["cache_dir"] and c["triton"] is None
+    assert not any(Path(c["cache_dir"]).exists() for c in cold)  # removed after each cold run
+    # interleaved: cold, warm, peer (with PPO's raw limit beside the warm run), then reversed; repeat r = seed r
+    order = [c["kind"] if c["kind"] != "rlsweep" else ("cold" if c in cold else "warm") for c in fake.calls[1:]]
+    assert order == ["cold", "warm", "limit", "sb3", "sb3", "warm", "limit", "cold", "cold", "warm", "limit", "sb3"]
+    assert [c["seed"] for c in fake.calls[1:] if c["kind"] != "limit"] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    # what the records said about their caches reaches the comparison
+    assert [r["cache"] for r in comp["repeats"]["rlsweep_cold"]] == ["cold"] * 3
+    assert comp["compile"]["cold"]["fxgraph_misses"] == 3 and comp["compile"]["cold"]["served_from_cache"] == 0
+    assert comp["compile"]["warm"]["fxgraph_hits"] == 3 and comp["compile"]["warm_cache_complete"] is True
+    assert comp["compile"]["cold"]["compile_s"] == 8.0 and comp["compile"]["warm"]["compile_s"] == 1.0
+    assert all("compile.cache_dir" not in o for o in comp["rlsweep_overrides"])
+    e2e = comp["end_to_end"]
+    assert e2e["cold"]["target"] == 4.0 and e2e["warm"]["target"] == 5.0
+    assert comp["learning"]["n_ours"] == comp["learning"]["n_peer"] == 3 and comp["learning"]["no_worse"]
+
+
+def test_markdown_has_the_cold_and_warm_rows_and_the_learning_interval(tmp_path, monkeypatch) -> None:
+    from rlsweep.bench import core
+
+    b, comp = _fake_compare(tmp_path, monkeypatch, FakeProcesses(hit_when_filled=False), repeats=2)
+    assert comp["compile"]["warm_cache_complete"] is False  # the warm runs compiled anew: said
+    res = {"settings": {"repeats": 2, "quick": True, "bf16_matmul_speedup": 1.0}, "fingerprint": {},
+           "load_avg_at_start": [0.5], "load_avg_at_end": [0.6], "comparisons": {"ppo_CartPole-v1": comp},
+           "limit": core.limit(b, comp["repeats"]["rlsweep_warm"], log=lambda m: None),
+           "cold_start": {"train_to_first_env_step_s": 3.0, "import_torch_gymnasium_s": 2.2, "overhead_s": 0.8,
+                          "target_overhead_s": core.COLD_START_TARGET_S, "meets_target": True},
+           "launchers": {"basic": {"per_job_s": 0.5, "one_job_sweep_s": 5.0}}}
+    md = core.markdown(res)
+    rows = [line for line in md.splitlines() if line.startswith("| ppo_CartPole-v1 |")]
+    assert len(rows) == 5
+    steady, cold, warm, learning, compiled = rows
+    assert "steady state" in steady and "3x" in steady
+    assert "end to end, cold compile cache" in cold and "4x" in cold
+    assert "end to end, warm compile cache" in warm and "5x" in warm
+    d = comp["learning"]
+    assert f"{d['mean_diff']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]" in learning and "no worse" in learning
+    assert "NO: the warm runs compiled anew" in compiled
+    assert "target >= 60%" in md and "target <= 1 s" in md

@@ -11,8 +11,10 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweeps.bench", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="tiny budgets: a smoke version in about a minute")
-    p.add_argument("--repeats", type=int, default=None, help="interleaved repeats per comparison (default 3; quick 1)")
+    p.add_argument("--quick", action="store_true", help="tiny budgets and 2 seeds: a smoke version in minutes")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="interleaved repeats per comparison, repeat r running seed r on every side, so also the "
+                        "seeds of the learning verdict (default 10, which takes hours: docs/bench.md; quick 2)")
     p.add_argument("--out", type=Path, default=None, help="write JSON here and markdown next to it (.md)")
     p.add_argument("--algos", default="ppo,dqn,sac,atari_ppo",
                    help="comma-separated subset of ppo,dqn,sac,atari_ppo (PPO with the Nature CNN on Breakout)")
@@ -49,7 +51,9 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         if missing:
             p.error(f"peer {', '.join(q.label for q in missing)} is not installed: pip install -e \".[bench]\"")
         peers = tuple(q.key for q in core.PEERS if q.key in peers)  # SB3 first: its ratios are the targets'
-        repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
+        repeats = args.repeats if args.repeats is not None else (2 if args.quick else 10)
+        if repeats < 1:
+            p.error(f"--repeats must be at least 1, got {repeats}")
         b = core.Bench(root=root, repeats=repeats, quick=args.quick, algos=algos, peers=peers)
         res = core.run(b, log=lambda m: print(m, file=sys.stderr, flush=True))
         text = core.markdown(res)

@@ -1,9 +1,11 @@
 """Stable-Baselines3 peers with the hyper-parameters of the ``sb3_*`` presets, timed like rlsweep.
 
 Each function runs one training job in the current process (the bench starts one subprocess per
-run) and returns env steps, steady-state and end-to-end env-steps/s and the deterministic
-10-episode return. "Steady state" starts at ``steady_from_env_steps``: the env step at which the
-matching rlsweep run left its warm-up iterations, so both sides exclude the same share of the run.
+run) and returns env steps, steady-state and in-process end-to-end env-steps/s (from before the
+env is made; the bench replaces it with the whole process timed from outside, imports included, as
+it does for rlsweep) and the deterministic 10-episode return. "Steady state" starts at
+``steady_from_env_steps``: the env step at which the matching rlsweep run left its warm-up
+iterations, so both sides exclude the same share of the run.
 """
 
 from __future__ import annotations
