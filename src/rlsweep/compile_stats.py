@@ -208,6 +208,7 @@ class CompileStats:
         self._last_metrics: Any = None  # newest compilation-metrics record already read
         self._skip_log = _CudagraphSkipLog(self)
         self._cache_at_install: dict[str, int] | None = None
+        self.vec_isa: str | None = None  # see cache_summary
 
     # dynamo callbacks ------------------------------------------------------------------------
     def _on_start(self, args: Any = None) -> None:
@@ -318,16 +319,24 @@ class CompileStats:
             self._installed = False
 
     # wrapping --------------------------------------------------------------------------------
-    def wrap(self, compiled: Callable[..., Any], name: str, cudagraphs: bool = False) -> Callable[..., Any]:
-        """``compiled``, timed when it compiles; ``cudagraphs``: its mode captures CUDA graphs, count the skips."""
+    def wrap(self, compiled: Callable[..., Any], name: str, cudagraphs: bool = False,
+             before_first_call: Callable[[], None] | None = None) -> Callable[..., Any]:
+        """``compiled``, timed when it compiles; ``cudagraphs``: its mode captures CUDA graphs, count the skips.
+
+        ``before_first_call`` runs once, before the first call, inside its compile time (what
+        compiling had to wait for, e.g. the vector-ISA probe).
+        """
         self.install()
         self.functions.setdefault(name, FunctionCompileStats())
         stats_owner = self
+        pending = [before_first_call] if before_first_call is not None else []
 
         def call(*args: Any, **kwargs: Any) -> Any:
             events = stats_owner.events
             stats_owner._current = name
             t0 = time.perf_counter()
+            while pending:
+                pending.pop()()
             out = compiled(*args, **kwargs)
             if stats_owner.events != events:
                 stats_owner.functions[name].compile_s += time.perf_counter() - t0
@@ -367,7 +376,10 @@ class CompileStats:
         counts = {k: now[k] - self._cache_at_install[k] for k in now}
         looked_up = counts["fxgraph_hits"] + counts["fxgraph_misses"]
         return {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), **counts,
-                "served_from_cache": round(counts["fxgraph_hits"] / looked_up, 4) if looked_up else None}
+                "served_from_cache": round(counts["fxgraph_hits"] / looked_up, 4) if looked_up else None,
+                # how the CPU vector ISA was settled (toggles.compile.prepare_vec_isa): "cached"
+                # (a verdict from an earlier job), "probed", "user" (TORCHINDUCTOR_VEC_ISA_OK) or None
+                "vec_isa": self.vec_isa}
 
     def summary(self, mode: str) -> dict[str, Any]:
         """The record's ``compile`` section.

@@ -72,6 +72,8 @@ class Runtime:
         self.compile_functions: tuple[str, ...] = ()
         self.compile_cpp_wrapper = False
         self.compile_cache_dir: str | None = None
+        #: the CPU vector-ISA probe started with the job (toggles.compile.VecIsaProbe); compiling waits for it
+        self.compile_vec_isa: Any = None
         self.compile_stats: CompileStats | None = None
         # dtype toggle
         self.autocast_dtype: torch.dtype | None = None
@@ -135,7 +137,14 @@ class Runtime:
         assert self.compile_stats is not None
         # these modes capture CUDA graphs (inductor's triton.cudagraphs): count the graphs it skips
         cudagraphs = self.compile_mode in ("reduce-overhead", "max-autotune")
-        return self.compile_stats.wrap(compiled, name, cudagraphs=cudagraphs)
+        return self.compile_stats.wrap(compiled, name, cudagraphs=cudagraphs, before_first_call=self._vec_isa_ready)
+
+    def _vec_isa_ready(self) -> None:
+        probe = self.compile_vec_isa
+        if probe is not None:
+            probe.wait()
+            assert self.compile_stats is not None
+            self.compile_stats.vec_isa = probe.outcome or f"probe failed: {probe.error!r}"
 
     # -- optimizer ---------------------------------------------------------------------------
     def adam(self, params: Iterable[torch.Tensor], lr: float | torch.Tensor, **kwargs: Any) -> torch.optim.Adam:

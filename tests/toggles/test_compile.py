@@ -146,3 +146,57 @@ def test_a_second_process_with_its_own_tmp_reuses_what_the_first_compiled(tmp_pa
     assert cold["fxgraph_misses"] >= 1 and cold["served_from_cache"] < 1.0
     assert warm["fxgraph_misses"] == 0 and warm["fxgraph_hits"] >= 1 and warm["served_from_cache"] == 1.0
     assert warm["aot_autograd_hits"] >= 1
+    if "TORCHINDUCTOR_VEC_ISA_OK" not in os.environ:  # the CPU's vector ISA is probed once, then trusted
+        assert cold["vec_isa"] == "probed" and warm["vec_isa"] == "cached"
+
+
+class _Isa:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _fake_probe(monkeypatch, probed: list[str], reported: list[str]) -> list[int]:
+    """inductor's probe finds ``probed`` usable of the ``reported`` ISAs; returns a call counter."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor import cpu_vec_isa
+
+    calls = [0]
+
+    def valid() -> list[_Isa]:
+        calls[0] += 1
+        return [_Isa(n) for n in probed]
+
+    valid.__wrapped__ = lambda: [_Isa(n) for n in (reported if inductor_config.cpp.vec_isa_ok else probed)]
+    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", valid)
+    monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", None)
+    return calls
+
+
+def test_the_vector_isa_verdict_is_kept_when_every_isa_passed_and_trusted_by_the_next_job(tmp_path, monkeypatch) -> None:
+    from torch._inductor import config as inductor_config
+
+    from rlsweep.toggles.compile import VEC_ISA_DIR, prepare_vec_isa
+
+    calls = _fake_probe(monkeypatch, ["avx512", "avx2"], ["avx512", "avx2"])
+    assert prepare_vec_isa(str(tmp_path)) == "probed" and calls[0] == 1
+    assert inductor_config.cpp.vec_isa_ok is None  # this job's own probe decided; nothing to trust yet
+    assert len(list((tmp_path / VEC_ISA_DIR).glob("*.json"))) == 1
+    assert prepare_vec_isa(str(tmp_path)) == "cached" and calls[0] == 1  # no second probe
+    assert inductor_config.cpp.vec_isa_ok is True
+
+
+def test_a_rejected_vector_isa_leaves_no_verdict_so_every_job_probes(tmp_path, monkeypatch) -> None:
+    from torch._inductor import config as inductor_config
+
+    from rlsweep.toggles.compile import VEC_ISA_DIR, prepare_vec_isa
+
+    calls = _fake_probe(monkeypatch, ["avx2"], ["avx512", "avx2"])  # the compiler could not build avx512
+    assert prepare_vec_isa(str(tmp_path)) == "probed"
+    assert not (tmp_path / VEC_ISA_DIR).exists()
+    assert prepare_vec_isa(str(tmp_path)) == "probed" and calls[0] == 2
+    assert inductor_config.cpp.vec_isa_ok is None
+    monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", False)  # TORCHINDUCTOR_VEC_ISA_OK=0: the user's word
+    assert prepare_vec_isa(str(tmp_path)) == "user" and calls[0] == 2

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import platform
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -59,6 +63,99 @@ def compile_cache_dir(configured: str | None, environ: dict[str, str] | None = N
     return str(Path(base) / "rlsweep" / "torch_compile")
 
 
+#: the folder, inside the compile cache, of rlsweep's verdicts on inductor's CPU vector-ISA probe
+VEC_ISA_DIR = "rlsweep_vec_isa"
+
+
+def _vec_isa_key() -> str:
+    """What inductor's vector-ISA probe depends on: the CPU's flags, the C++ compiler and torch's build."""
+    import torch
+    from torch._inductor import cpp_builder
+
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    compiler = cpp_builder.get_cpp_compiler()
+    try:
+        st = Path(compiler).resolve().stat()
+        compiler += f" {st.st_size} {st.st_mtime_ns}"
+    except OSError:
+        pass
+    blob = "\n".join((platform.machine(), " ".join(sorted(flags.split())), compiler, torch.__version__,
+                      str(torch.version.git_version)))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def prepare_vec_isa(cache_dir: str) -> str:
+    """Settle which CPU vector ISAs inductor may use, once per machine kind instead of once per job.
+
+    Before compiling its first CPU kernel, inductor probes every vector ISA the CPU reports: it
+    builds a test kernel per ISA (three of them include ATen's vector headers) and then spawns a
+    Python process per ISA to load it. Measured here: ~10 s of the first compile on a cold cache,
+    and ~1.1 s of every later job (the builds are cached, the loads are not). The verdict only
+    depends on the CPU, the compiler and torch, so rlsweep keeps it beside the compile cache: when
+    torch's own probe found every reported ISA usable, later jobs with the same key trust the CPU's
+    flags (inductor's ``cpp.vec_isa_ok``). A probe that rejected an ISA leaves no verdict, and
+    every job probes as before. ``TORCHINDUCTOR_VEC_ISA_OK`` set by the user wins.
+
+    Returns what happened: "user", "cached" or "probed" (the probe ran in this process).
+    """
+    from torch._inductor import config as inductor_config
+    from torch._inductor import cpu_vec_isa
+
+    if inductor_config.cpp.vec_isa_ok is not None:
+        return "user"
+    verdict = Path(cache_dir) / VEC_ISA_DIR / f"{_vec_isa_key()}.json"
+    try:
+        if json.loads(verdict.read_text()).get("all_reported_isas_usable") is True:
+            inductor_config.cpp.vec_isa_ok = True
+            return "cached"
+    except (OSError, ValueError):
+        pass
+    probed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]  # torch's probe: builds and loads
+    inductor_config.cpp.vec_isa_ok = True
+    try:  # the list trusting the CPU's flags alone (uncached: valid_vec_isa_list caches the probed one)
+        reported = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list.__wrapped__()]
+    finally:
+        inductor_config.cpp.vec_isa_ok = None
+    if reported and sorted(probed) == sorted(reported):
+        from rlsweep.results import write_json_atomic
+
+        write_json_atomic(verdict, {"all_reported_isas_usable": True, "isas": reported})
+    return "probed"
+
+
+class VecIsaProbe:
+    """:func:`prepare_vec_isa` in a background thread from the job's start.
+
+    On a cold cache the probe is mostly waiting for the C++ compiler and for the loading
+    processes, so it overlaps the job's start-up, env creation and first collection; the first
+    compiled call waits for what is left of it (:meth:`wait`, counted as compile time).
+    """
+
+    def __init__(self, cache_dir: str) -> None:
+        self.outcome: str | None = None
+        self.error: BaseException | None = None
+        self.previous: bool | None = None  # inductor's cpp.vec_isa_ok before the probe (restored after the job)
+        self._thread = threading.Thread(target=self._run, args=(cache_dir,), name="rlsweep-vec-isa", daemon=True)
+        self._thread.start()
+
+    def _run(self, cache_dir: str) -> None:
+        try:
+            from torch._inductor import config as inductor_config
+
+            self.previous = inductor_config.cpp.vec_isa_ok
+            self.outcome = prepare_vec_isa(cache_dir)
+        except Exception as e:  # noqa: BLE001 -- inductor then probes by itself, as without rlsweep
+            self.error = e
+
+    def wait(self) -> None:
+        self._thread.join()
+
+
 class CompileToggle(Toggle):
     name = "compile"
     schema = CompileConfig
@@ -106,6 +203,8 @@ class CompileToggle(Toggle):
         # inductor reads the variable whenever it opens its caches (and sets it itself on first use)
         self._cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
         rt.compile_cache_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"] = compile_cache_dir(cfg.compile.cache_dir)
+        if rt.device.type == "cpu":  # CPU kernels are C++: settle the vector ISA while the job starts
+            rt.compile_vec_isa = self._vec_isa = VecIsaProbe(rt.compile_cache_dir)
 
     def restore(self) -> None:
         # compiled code of one job must not serve (or count toward) the next in-process job;
@@ -113,6 +212,12 @@ class CompileToggle(Toggle):
         import torch
 
         torch._dynamo.reset()
+        if (probe := getattr(self, "_vec_isa", None)) is not None:  # the next job settles its own
+            from torch._inductor import config as inductor_config
+
+            probe.wait()
+            inductor_config.cpp.vec_isa_ok = probe.previous
+            self._vec_isa = None
         if hasattr(self, "_cache_env"):
             if self._cache_env is None:
                 os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
