@@ -221,10 +221,14 @@ def run_rlsweep(b: Bench, c: Comparison, seed: int, cache_dir: Path, cache: str,
     """
     out_dir = b.workdir / f"rlsweep-{c.algo}-{seed}-{cache}-{time.monotonic_ns()}"
     args = rlsweep_args(b, c, seed, cache_dir, out_dir, device)
+    # a /tmp of its own, as a job on another node has: only compile.cache_dir carries compiled code over
+    tmp = out_dir.with_name(out_dir.name + "-tmp")
+    tmp.mkdir(parents=True)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", TRAIN_MODULE, *args], cwd=b.root, env=b.env(cache_dir),
-                          capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run([sys.executable, "-m", TRAIN_MODULE, *args], cwd=b.root,
+                          env={**b.env(cache_dir), "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=3600)
     process_wall = time.perf_counter() - t0
+    shutil.rmtree(tmp, ignore_errors=True)
     result_file = out_dir / "result.json"
     if proc.returncode != 0 or not result_file.exists():
         raise RuntimeError(f"rlsweep run failed ({' '.join(args)}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
