@@ -17,9 +17,12 @@ def train() -> None:
     """One job, or a sweep with ``-m``: Hydra's command line (see :mod:`rlsweep.train` and :func:`rlsweep.cli.train_entry`)."""
     from rlsweep.cli import train_entry
     from rlsweep.config import register_configs
-    from rlsweep.train import main
 
-    register_configs()  # again: a caller may have cleared Hydra's ConfigStore since the first import
+    imported_before = "rlsweep.train" in sys.modules
+    from rlsweep.train import main  # a first import registers the configs (tens of ms per call)
+
+    if imported_before:
+        register_configs()  # again: a caller may have cleared Hydra's ConfigStore since that import
     with train_entry():
         main()
 

@@ -169,6 +169,9 @@ def toggle_tags(cfg: TrainConfig) -> list[str]:
 
 def train_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one job under Hydra; return its result record."""
+    from rlsweep.cli import skip_final_gc_at_exit
+
+    skip_final_gc_at_exit()  # also in a launcher's job process (submitit), which does not start in train_entry
     stopped = stop_requested()  # the sweep was stopped while this job's process started: do not start
     if stopped is not None:
         raise KeyboardInterrupt(signal.Signals(stopped).name)

@@ -9,11 +9,12 @@ import platform
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rlsweep.launchers import usable_cpus
+
+if TYPE_CHECKING:
+    import torch
 
 SCHEMA_VERSION = 1
 RESULT_FILE = "result.json"
@@ -32,6 +33,8 @@ def _cpu_model() -> str:
 
 def fingerprint(device: torch.device | None = None) -> dict[str, Any]:
     """Hardware/software identity: ratios are only meaningful between equal fingerprints."""
+    import torch  # here: the report and the launching process write files through this module without torch
+
     gpu = None
     if torch.cuda.is_available():
         idx = device.index if device is not None and device.type == "cuda" and device.index is not None else 0
@@ -80,10 +83,30 @@ def _version(dist: str) -> str | None:
 VERSIONED = ("rlsweep", "torch", "gymnasium", "numpy", "hydra-core", "wandb", "submitit", "ale-py")
 
 
+def _inside_work_tree(path: Path, top: str) -> bool:
+    """Whether git would place ``path`` in the work tree ``top``: under it, with no nearer ``.git``.
+
+    Spares the two git processes of asking (every job starts through here). With GIT_DIR or
+    GIT_WORK_TREE set, git does not search upwards like this, so the answer is no: ask git.
+    """
+    if "GIT_DIR" in os.environ or "GIT_WORK_TREE" in os.environ:
+        return False
+    folder = path if path.is_dir() else path.parent
+    root = Path(top)
+    if folder != root and root not in folder.parents:
+        return False
+    while folder != root:
+        if (folder / ".git").exists():  # a nested repository or submodule: its own work tree
+            return False
+        folder = folder.parent
+    return True
+
+
 def provenance(algorithm_file: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Which code ran: rlsweep's git state, the algorithm's when it lives in another repository, versions."""
     code = {"rlsweep": git_state(Path(__file__).resolve())}
-    if algorithm_file is not None:
+    if algorithm_file is not None and not (
+            code["rlsweep"] is not None and _inside_work_tree(Path(algorithm_file).resolve(), code["rlsweep"]["repo"])):
         algo = git_state(Path(algorithm_file).resolve())
         if algo is not None and (code["rlsweep"] is None or algo["repo"] != code["rlsweep"]["repo"]):
             code["algorithm"] = algo

@@ -13,7 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 from rlsweep.config import register_configs
 from rlsweep.resources import CONF_DIR
 
-register_configs()
+if __name__ != "__main__":  # run as a script, this module is imported again below, and registers then
+    register_configs()
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

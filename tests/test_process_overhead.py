@@ -1,0 +1,83 @@
+"""What every training process pays besides training: its start-up imports and its exit.
+
+A job loads nothing at start that its first env step does not need: each module below costs from
+a tenth of a second to seconds to import, paid by every job of a sweep before it steps an env.
+And its exit skips the interpreter's last collection over the whole heap (about 0.8 s). The
+seconds themselves are the bench's (cold-start and end-to-end rows); these tests guard the causes,
+in fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import ROOT
+
+#: what no job needs before it steps an env: W&B (a job that logs imports it when its run starts),
+#: the launchers' and sweepers' libraries (the launching process uses them), the report's and the
+#: bench's stacks, the peers
+NOT_BEFORE_THE_FIRST_STEP = ("wandb", "submitit", "optuna", "pandas", "matplotlib", "scipy", "rlsweep.report",
+                             "rlsweep.bench", "stable_baselines3", "torchrl")
+#: torch's compiler stack (dynamo, inductor, sympy: about a second): loaded by torch itself once a
+#: job builds its optimizer, but never by merely importing rlsweep's entry points
+COMPILER = ("torch._dynamo", "torch._inductor", "sympy")
+
+
+def _heavy(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def _python(code: str) -> dict[str, str]:
+    """Run ``code`` in a fresh interpreter; its output lines ``KEY value`` as a dict."""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("MODULES ", "FROZEN ")))
+
+
+def test_importing_the_training_entry_points_loads_nothing_heavy() -> None:
+    out = _python(
+        "import json, sys\n"
+        "import rlsweep.train, rlsweep.commands, rlsweep.cli, rlsweep.job, rlsweep.runner, rlsweep.tracking\n"
+        "import rlsweep.results, rlsweep.config, rlsweep.envs, rlsweep.toggles, rlsweep.hydra_callbacks\n"
+        "print('MODULES', json.dumps(sorted(sys.modules)))")
+    modules = json.loads(out["MODULES"])
+    assert "rlsweep.job" in modules and "torch" in modules  # the imports above did run
+    assert not _heavy(modules, NOT_BEFORE_THE_FIRST_STEP + COMPILER)
+
+
+def test_a_job_steps_its_first_env_without_them_and_exits_without_the_last_collection(tmp_path: Path) -> None:
+    # the bench's cold-start command line; what is loaded when the training loop begins, and
+    # whether the collector still reaches the heap when the process exits
+    args = ["experiment=smoke", "logger.mode=disabled", "progress=false", "backend.num_threads=1", "device=cpu",
+            "total_env_steps=256", "eval_episodes=0", f"hydra.run.dir={tmp_path / 'run'}"]
+    out = _python(
+        "import atexit, gc, json, runpy, sys\n"
+        "atexit.register(lambda: print('FROZEN', gc.get_freeze_count(), flush=True))  # runs after later ones\n"
+        "import rlsweep.runner as runner\n"
+        "loop = runner._loop\n"
+        "def first_step(*args, **kwargs):\n"
+        "    print('MODULES', json.dumps(sorted(sys.modules)), flush=True)\n"
+        "    return loop(*args, **kwargs)\n"
+        "runner._loop = first_step\n"
+        f"sys.argv = ['rlsweep.train', *{args!r}]\n"
+        "runpy.run_module('rlsweep.train', run_name='__main__', alter_sys=True)\n")
+    modules = json.loads(out["MODULES"])
+    assert "rlsweep.algos.ppo" in modules and "gymnasium.envs.classic_control.cartpole" in modules
+    assert not _heavy(modules, NOT_BEFORE_THE_FIRST_STEP)
+    assert int(out["FROZEN"]) > 100_000  # the heap was moved out of the last collection's way
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "ok"
+
+
+def test_the_last_collection_is_skipped_at_exit_only() -> None:
+    out = _python(
+        "import atexit, gc\n"
+        "atexit.register(lambda: print('FROZEN', gc.get_freeze_count() > 0, flush=True))\n"
+        "from rlsweep.cli import skip_final_gc_at_exit\n"
+        "registered = atexit._ncallbacks()\n"
+        "skip_final_gc_at_exit(); skip_final_gc_at_exit()\n"
+        "assert atexit._ncallbacks() == registered + 1  # once per process\n"
+        "assert gc.get_freeze_count() == 0  # until the exit, an in-process caller's garbage is collected\n")
+    assert out["FROZEN"] == "True"
