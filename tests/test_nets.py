@@ -72,3 +72,27 @@ def test_mlp_init_is_orthogonal_or_torchs_own() -> None:
     assert float(ortho[0].bias.abs().max()) == 0.0 and float(plain[0].bias.abs().max()) > 0.0  # torch's bias is uniform
     with pytest.raises(ValueError, match="init='xavier'"):
         mlp(4, [4], 2, rt, "relu", init="xavier")
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_inference_fn_computes_the_forward_and_sees_in_place_updates(activation: str, inplace: bool) -> None:
+    net = _net(activation, inplace)
+    fn = net.inference_fn()
+    assert fn is not None
+    x = torch.randn(8, 3)
+    with torch.inference_mode():
+        assert torch.equal(fn(x), net(x))
+    with torch.no_grad():  # an optimizer step: in place, the same Parameter objects
+        for p in net.parameters():
+            p.add_(0.1)
+    with torch.inference_mode():
+        assert torch.equal(fn(x), net(x))
+
+
+def test_inference_fn_declines_autocast_and_other_layers() -> None:
+    net = _net("relu", False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert net.inference_fn() is None  # the output layer leaves autocast: forward() knows how
+    net.append(nn.Softmax(dim=-1))
+    assert net.inference_fn() is None

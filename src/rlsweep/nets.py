@@ -4,7 +4,7 @@ Stable-Baselines3 use."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -62,6 +62,40 @@ class MLP(nn.Sequential):
             else:
                 x = layer.forward(x)  # type: ignore[union-attr]
         return x
+
+    def inference_fn(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """This network's forward on 2-D inputs as bare torch ops on its parameters as they are now.
+
+        For many small forwards between which no parameter is replaced (a rollout's acting steps):
+        ``F.linear`` of a 2-D input is ``addmm(bias, x, weight.t())``, and here each ``weight.t()``
+        is made once, not per call and layer (~1 us each at acting sizes), and no Module is
+        called: the same ops on the same tensors, so the same numbers (tested). In-place parameter
+        updates reach it (the transposes are views); make it again after parameters are replaced.
+        Without autograd only (the views are detached).
+
+        None where that does not hold: autocast on (the output layer leaves it), or a layer other
+        than ``nn.Linear``/``OutputLinear`` with a bias, or :class:`~rlsweep.runtime.Activation`.
+        """
+        if any(torch.is_autocast_enabled(p.device.type) for p in self.parameters()):
+            return None
+        ops: list[Callable[[torch.Tensor], torch.Tensor]] = []
+        for layer in self._modules.values():
+            kind = type(layer)
+            if kind is Activation:
+                ops.append(layer.fn)  # type: ignore[union-attr]
+            elif kind in (nn.Linear, OutputLinear) and layer._parameters["bias"] is not None:
+                bias = layer._parameters["bias"].detach()  # type: ignore[union-attr]
+                weight_t = layer._parameters["weight"].detach().t()  # type: ignore[union-attr]
+                ops.append(lambda x, bias=bias, weight_t=weight_t: torch.addmm(bias, x, weight_t))
+            else:
+                return None
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            for op in ops:
+                x = op(x)
+            return x
+
+        return forward
 
 
 def mlp(

@@ -42,6 +42,8 @@ def test_rollout_log_probs_and_values_are_those_of_the_taken_actions(env: str) -
     with torch.no_grad():
         for step in range(cfg.algo.num_steps):
             out = algo.actor(obs[step])
+            if algo.discrete:  # acting's forward (nets.MLP.inference_fn) gave the actor's very numbers
+                assert torch.equal(torch.from_numpy(algo.logits_host[step]), out)
             if algo.discrete:
                 dist = torch.distributions.Categorical(logits=out)
                 logp = dist.log_prob(act[step])

@@ -6,14 +6,15 @@ compiled single-graph step (``_single_graph_update_step``: torch.func, on CPU).
 
 Where the toggles act:
 - acting runs on eval-mode modules: twins or the originals switched with ``.eval()``/``.train()``
-  (``twin_modules``). Per env step only the actor's forward runs on the device (``self._act``,
-  compiled as "act"); the action is then drawn on the host from its output and the rollout's noise
-  (Gumbel-max argmax, or mean + std * noise) in numpy, the same float32 operations as in torch at a
-  fraction of the per-op cost. The critic's values come after the rollout, in one batched eager
-  forward (``self._evaluate``, timed as "act" too): the networks do not change during a rollout,
-  so the numbers are the same up to GEMM rounding, and at 8 envs every torch op per step costs
-  several us. The log-probabilities of the taken actions come from the logits that acting kept
-  (discrete) or from the noise alone (continuous): no second actor forward;
+  (``twin_modules``). Per env step only the actor's forward runs on the device (``self._policy``:
+  ``self._act`` compiled as "act", or eager the MLP's bare ops); the action is then drawn on the
+  host from its output and the rollout's noise (Gumbel-max argmax, or mean + std * noise) in
+  numpy, the same float32 operations as in torch at a fraction of the per-op cost. The critic's
+  values come after the rollout, in batched eager forwards (``self._evaluate``, timed as "act"
+  too): the networks do not change during a rollout, so the numbers are the same up to GEMM
+  rounding, and at 8 envs every torch op per step costs several us. The log-probabilities of
+  the taken actions come from the logits that acting kept (discrete) or from the noise alone
+  (continuous): no second actor forward;
 - every env step copies observations host->device (``pin_memory``/``non_blocking``) and the
   actor's output device->host for acting;
 - the rollout is kept where its data comes from: observations, actions, rewards and done flags in
@@ -38,6 +39,7 @@ generator and passed into the compiled functions, so compiled and eager runs dra
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -49,11 +51,13 @@ from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.config import PPOConfig, TrainConfig
 from rlsweep.envs import finished_episodes
-from rlsweep.nets import NatureCNN, encoder_errors, mlp, uses_cnn
+from rlsweep.nets import MLP, NatureCNN, encoder_errors, mlp, uses_cnn
 from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
 _LOG_2PI = math.log(2 * math.pi)
+#: rows per critic forward in the rollout's batched evaluation (:meth:`PPO._evaluate`)
+_EVAL_CHUNK_ROWS = 2048
 
 
 def _gae(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, last_value: np.ndarray, gamma: float,
@@ -215,6 +219,18 @@ class PPO(Algorithm):
         with self.rt.autocast():
             return self.acting.modules[0](obs)
 
+    def _policy(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """This rollout's per-step actor forward: :meth:`_act`, or, eager, the MLP actor's bare ops
+        (``nets.MLP.inference_fn``: the same numbers without per-call transposes and Module calls;
+        ~20 -> ~13 us per step at 8 CartPole envs). Made per rollout: no parameter changes within one."""
+        if not self.rt.compiles("act"):
+            actor = self.acting.modules[0]
+            with self.rt.autocast():
+                forward = actor.inference_fn() if isinstance(actor, MLP) else None
+            if forward is not None:
+                return forward
+        return self.act_fn
+
     def _sample(self, out: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """Actions from one step's actor output and noise (host arrays).
 
@@ -237,15 +253,18 @@ class PPO(Algorithm):
                   ) -> tuple[torch.Tensor, torch.Tensor]:
         """(log-probabilities of the taken actions, values) of a whole (steps, envs) rollout.
 
-        The values are one batched critic forward; eager, not compiled as "act": its batch shape
-        differs from the per-step one (a recompile), and it runs once per rollout. The
+        The values are batched critic forwards; eager, not compiled as "act": their batch shape
+        differs from the per-step one (a recompile), and they run once per rollout. The
         log-probabilities need no forward: the logits acting drew from (discrete), or the noise
         (continuous: the taken action is mean + std * noise).
         """
         critic = self.acting.modules[1]
         steps, envs = obs.shape[:2]
+        # in chunks of steps: at 8 envs x 2048 steps the 64-wide activations of all 16k rows (4 MB)
+        # leave the cache, and one forward took ~1.7x as long as 2048-row chunks
+        chunk = max(1, _EVAL_CHUNK_ROWS // envs)
         with torch.no_grad(), self.rt.autocast():
-            value = critic(obs.reshape(steps * envs, *self.obs_shape)).reshape(steps, envs)
+            value = torch.cat([critic(part.reshape(-1, *self.obs_shape)) for part in obs.split(chunk)]).reshape(steps, envs)
         with torch.no_grad():
             if logits is not None:
                 logp = torch.log_softmax(logits, dim=-1).gather(-1, act.unsqueeze(-1)).squeeze(-1)
@@ -266,7 +285,7 @@ class PPO(Algorithm):
 
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
-        a, rt, timer, envs, act_fn, acting = self.a, self.rt, self.timer, self.envs, self.act_fn, self.acting
+        a, rt, timer, envs, acting = self.a, self.rt, self.timer, self.envs, self.acting
         obs_host, act_host, rew_host, logits_host = self.obs_host, self.act_host, self.rew_host, self.logits_host
         if a.anneal_lr:
             frac = 1.0 - self.iterations_done / max(1, self.total_iterations)
@@ -276,6 +295,7 @@ class PPO(Algorithm):
         with torch.no_grad():
             noise_host = rt.d2h(noise if self.discrete else self.log_std.exp() * noise)
         self.done_host.fill(0.0)  # set at the steps where episodes end
+        policy = self._policy()
         next_obs = self.next_obs
         # nothing made here reaches autograd: inference tensors skip its version counters and view
         # tracking, a real share of a small acting call, eager or compiled (docs/results/profiling.md)
@@ -285,7 +305,7 @@ class PPO(Algorithm):
                 obs_t = rt.h2d(next_obs, self.obs_dtype)
                 t = timer.lap("h2d", t)
                 with acting:
-                    out = act_fn(obs_t)
+                    out = policy(obs_t)
                 t = timer.lap("act", t)
                 out_np = rt.d2h(out)
                 timer.stop("d2h", t)
