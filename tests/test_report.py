@@ -445,6 +445,27 @@ def test_nested_jobs_skip_submitit_and_unreadable_results(tmp_path: Path) -> Non
     assert cas.detail.startswith("unreadable result.json")
 
 
+def test_wandb_folders_are_not_read_and_hydra_overrides_fill_a_record_without_any(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    job = write_job(sweep, 0, make_record(rate=100))
+    stray = job / "wandb" / "offline-run-1" / "files"  # W&B's run folder: never a job of the sweep
+    stray.mkdir(parents=True)
+    (stray / "result.json").write_text(json.dumps(make_record(compile="default", rate=1)))
+    record = make_record(compile="default", rate=150)
+    no_overrides = {k: v for k, v in record.items() if k != "overrides"}
+    (write_job(sweep, 1, record) / "result.json").write_text(json.dumps(no_overrides))
+    sweep_ = rp.load_sweep(sweep)
+    assert len(sweep_.jobs) == 2
+    assert sweep_.jobs[1].overrides == record["overrides"]  # from .hydra/overrides.yaml
+    assert cell(rp.build_report(sweep_), compile="default").ratio == pytest.approx(1.5)
+
+
+def test_the_report_does_not_import_torch() -> None:
+    """Importing torch is seconds of a report that reads JSON and draws PNGs."""
+    code = "import sys, rlsweep.report; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=120).returncode == 0
+
+
 # ---------------------------------------------------------------------------- outputs
 
 

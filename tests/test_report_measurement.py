@@ -261,3 +261,41 @@ def test_the_learning_plot_draws_several_seeds(tmp_path: Path) -> None:
                    + [make_record(compile="default", seed=s, rate=150) for s in range(3)])
     png = plot_learning(report)
     assert png is not None and png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _pairwise_oversubscribed(all_spans) -> dict[int, str]:
+    """The definition, job by job against every other (the sweep line must agree with it)."""
+    out = {}
+    for s in all_spans:
+        if s.capacity <= 0:
+            continue
+        same = [o for o in all_spans if o.host == s.host and o.start < s.end and s.start < o.end]
+        peak, peak_jobs = 0, 0
+        for t in sorted({s.start, *(o.start for o in same if s.start <= o.start < s.end)}):
+            running = [o for o in same if o.start <= t < o.end]
+            if sum(o.threads for o in running) > peak:
+                peak, peak_jobs = sum(o.threads for o in running), len(running)
+        if peak > s.capacity:
+            out[id(s.job)] = (f"oversubscribed: seed {s.job.seed} ran with up to {peak_jobs} job(s) and "
+                              f"{peak} busy threads on {s.capacity} usable cores of {s.host}")
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sweep_line_finds_what_comparing_every_pair_of_jobs_finds(seed: int) -> None:
+    """Ties, jobs that end as another starts, zero-length jobs, several hosts, Slurm-like crowds."""
+    from rlsweep.report.measurement import Span, max_concurrent, oversubscribed
+
+    rng = np.random.default_rng(seed)
+    spans = []
+    for i in range(300):
+        start = float(rng.integers(0, 60))  # integer times: many ties
+        end = start + float(rng.choice([0, 1, 2, 5, 30]))
+        job = rp.Job(status="ok", overrides=[], seed=str(i))
+        spans.append(Span(job, start, end, host=str(rng.choice(["a", "b", "c"])), threads=int(rng.integers(1, 4)),
+                          capacity=int(rng.choice([0, 4, 16, 64]))))
+    expected = _pairwise_oversubscribed(spans)
+    assert 0 < len(expected) < len(spans)  # the case has both kinds
+    assert oversubscribed(spans) == expected
+    assert max_concurrent(spans) == max(sum(o.start <= s.start < o.end for o in spans) for s in spans)
+    assert max_concurrent([]) == 0

@@ -24,7 +24,7 @@ from rlsweep.config import (
 )
 from rlsweep.toggles import TOGGLES
 
-__all__ = ["ConfigError", "validate"]
+__all__ = ["ConfigError", "seed_errors", "validate"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 #: evaluation runs all its episodes side by side, one env each
@@ -48,6 +48,18 @@ def _positive(errors: list[str], key: str, value: float, upper: float | None = N
 def _in_range(errors: list[str], key: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:  # also rejects NaN
         errors.append(f"{key} must be in [{low}, {high}], got {value}")
+
+
+def seed_errors(seed: Any) -> list[str]:
+    """Why ``seed`` cannot be a job's seed (empty: it can).
+
+    The only check of :func:`validate` that reads the seed: a sweep's pre-flight validates the
+    jobs that differ only in ``seed`` once, and each one's seed with this alone
+    (:mod:`rlsweep.hydra_callbacks`). A check that reads ``cfg.seed`` belongs here.
+    """
+    errors: list[str] = []
+    _in_range(errors, "seed", seed, 0, 2**32 - 1)  # what np.random.seed takes
+    return errors
 
 
 def _env_action_space(env_id: str, errors: list[str]) -> Any:
@@ -132,7 +144,7 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
             errors.append(f"algo.{key} must be >= 0, got {getattr(a, key)}")
     if cfg.env.max_episode_steps is not None:
         _positive(errors, "env.max_episode_steps", cfg.env.max_episode_steps)
-    _in_range(errors, "seed", cfg.seed, 0, 2**32 - 1)  # what np.random.seed takes
+    errors += seed_errors(cfg.seed)
     if cfg.warmup_iters < 0:
         errors.append(f"warmup_iters must be >= 0, got {cfg.warmup_iters}")
     if not 0 <= cfg.eval_episodes <= MAX_EVAL_EPISODES:  # evaluation steps one env per episode at once

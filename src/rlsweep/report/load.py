@@ -118,16 +118,34 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
 
 
 def _walk(root: Path) -> tuple[list[Path], list[Path]]:
-    """result.json files and Hydra job folders under root, skipping .submitit."""
+    """result.json files and Hydra job folders (``.hydra/overrides.yaml``) under root.
+
+    One directory listing per folder, sorted: ``.hydra`` is looked into for its one file, not
+    listed; ``.submitit`` (submitit's logs and pickles) and ``wandb`` (W&B's run folders, many
+    files each) hold no job and are not entered.
+    """
     results: list[Path] = []
     job_dirs: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".submitit"))
-        here = Path(dirpath)
-        if "result.json" in filenames:
-            results.append(here / "result.json")
-        if here.name == ".hydra" and "overrides.yaml" in filenames:
-            job_dirs.append(here.parent)
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            name = entry.name
+            if name == "result.json" and entry.is_file():
+                results.append(Path(entry.path))
+            elif not entry.is_dir(follow_symlinks=False):
+                continue
+            elif name == ".hydra":
+                if os.path.isfile(os.path.join(entry.path, "overrides.yaml")):
+                    job_dirs.append(Path(folder))
+            elif not name.startswith(".submitit") and name != "wandb":
+                subdirs.append(entry.path)
+        stack.extend(reversed(subdirs))  # depth first, in name order
     return results, job_dirs
 
 
@@ -171,13 +189,12 @@ def _missing_job(
 
 
 def _load_job(result_path: Path, job_dir: Path) -> Job:
-    hydra_overrides = _read_hydra_overrides(job_dir)
     try:
         record = json.loads(result_path.read_text())
         if not isinstance(record, dict):
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
-        overrides = hydra_overrides or []
+        overrides = _read_hydra_overrides(job_dir) or []
         return Job(
             status=STATUS_FAILED,
             overrides=overrides,
@@ -189,8 +206,8 @@ def _load_job(result_path: Path, job_dir: Path) -> Job:
             error_line=f"unreadable result.json: {type(exc).__name__}: {exc}",
         )
     overrides = record.get("overrides")
-    if not isinstance(overrides, list):
-        overrides = hydra_overrides or []
+    if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
+        overrides = _read_hydra_overrides(job_dir) or []
     overrides = [str(o) for o in overrides]
     raw_status = str(record.get("status") or "unknown")
     if raw_status == STATUS_OK:

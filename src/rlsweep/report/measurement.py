@@ -161,6 +161,36 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
     return out
 
 
+class _Load:
+    """The jobs running on one host (or on all of them) at each moment a job started there.
+
+    A sweep line over the spans' starts and ends (half-open: a job runs from its start up to,
+    not including, its end), so a 1,000-job sweep is not compared pair by pair.
+    """
+
+    def __init__(self, spans_: Sequence[Span]) -> None:
+        by_start = sorted(spans_, key=lambda s: s.start)
+        by_end = sorted(spans_, key=lambda s: s.end)
+        self._starts = np.array([s.start for s in by_start])
+        self._ends = np.array([s.end for s in by_end])
+        self._threads_started = np.concatenate([[0], np.cumsum([s.threads for s in by_start])])
+        self._threads_ended = np.concatenate([[0], np.cumsum([s.threads for s in by_end])])
+        #: every start time, ascending, with the busy threads and running jobs then
+        self.times = np.unique(self._starts)
+        started = np.searchsorted(self._starts, self.times, side="right")
+        ended = np.searchsorted(self._ends, self.times, side="right")  # end >= start: only started jobs end
+        self.busy = self._threads_started[started] - self._threads_ended[ended]
+        self.jobs = started - ended
+
+    def peak(self, start: float, end: float) -> tuple[int, int]:
+        """The most busy threads at a start time in ``[start, end)`` (``start`` itself included), and
+        the jobs running at the first moment with that many."""
+        lo = int(np.searchsorted(self.times, start, side="left"))
+        hi = max(lo + 1, int(np.searchsorted(self.times, end, side="left")))
+        i = lo + int(np.argmax(self.busy[lo:hi]))
+        return int(self.busy[i]), int(self.jobs[i])
+
+
 def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
     """``id(job)`` -> why, for every job during which its host had more busy threads than cores.
 
@@ -168,28 +198,28 @@ def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
     (within the run), the threads of all jobs running then are summed.
     """
     out: dict[int, str] = {}
+    hosts: dict[str, list[Span]] = {}
     for s in all_spans:
-        if s.capacity <= 0:
-            continue
-        same = [o for o in all_spans if o.host == s.host and o.start < s.end and s.start < o.end]
-        peak, peak_jobs = 0, 0
-        for t in sorted({s.start, *(o.start for o in same if s.start <= o.start < s.end)}):
-            running = [o for o in same if o.start <= t < o.end]
-            busy = sum(o.threads for o in running)
-            if busy > peak:
-                peak, peak_jobs = busy, len(running)
-        if peak > s.capacity:
-            out[id(s.job)] = (f"oversubscribed: seed {s.job.seed} ran with up to {peak_jobs} job(s) and "
-                              f"{peak} busy threads on {s.capacity} usable cores of {s.host}")
+        hosts.setdefault(s.host, []).append(s)
+    for host_spans in hosts.values():
+        load = _Load(host_spans)
+        for s in host_spans:
+            if s.capacity <= 0:
+                continue
+            if s.end > s.start:
+                peak, peak_jobs = load.peak(s.start, s.end)
+            else:  # ran for no time: only jobs that started before it and ran on count
+                running = [o for o in host_spans if o.start < s.start < o.end]
+                peak, peak_jobs = sum(o.threads for o in running), len(running)
+            if peak > s.capacity:
+                out[id(s.job)] = (f"oversubscribed: seed {s.job.seed} ran with up to {peak_jobs} job(s) and "
+                                  f"{peak} busy threads on {s.capacity} usable cores of {s.host}")
     return out
 
 
 def max_concurrent(all_spans: Sequence[Span]) -> int:
     """The most jobs running at one moment (any host)."""
-    best = 0
-    for s in all_spans:
-        best = max(best, sum(o.start <= s.start < o.end for o in all_spans))
-    return best
+    return int(_Load(all_spans).jobs.max()) if all_spans else 0
 
 
 def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
