@@ -140,11 +140,9 @@ class Runtime:
         return self.compile_stats.wrap(compiled, name, cudagraphs=cudagraphs, before_first_call=self._vec_isa_ready)
 
     def _vec_isa_ready(self) -> None:
-        probe = self.compile_vec_isa
-        if probe is not None:
-            probe.wait()
+        if self.compile_vec_isa is not None:
             assert self.compile_stats is not None
-            self.compile_stats.vec_isa = probe.outcome or f"probe failed: {probe.error!r}"
+            self.compile_stats.vec_isa = self.compile_vec_isa.ready()
 
     # -- optimizer ---------------------------------------------------------------------------
     def adam(self, params: Iterable[torch.Tensor], lr: float | torch.Tensor, **kwargs: Any) -> torch.optim.Adam:

@@ -112,13 +112,24 @@ def test_the_compile_cache_folder_comes_from_the_config_then_torch_then_the_user
 def test_a_job_compiles_into_its_cache_folder_and_leaves_the_environment_as_it_was(tmp_path, monkeypatch) -> None:
     import os
 
+    import threading
+
+    from torch._inductor import cpu_vec_isa
+
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    # where inductor's vector-ISA probe loads its test kernels: in rlsweep's thread, never in the compiling one
+    loads: list[str] = []
+    probe_load = cpu_vec_isa.VecISA._probe_load
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "_probe_load",
+                        lambda self, path: loads.append(threading.current_thread().name) or probe_load(self, path))
     cache = tmp_path / "cache"
     record = train(tiny_cfg("dqn", "compile=default", "compile.functions=[update]", f"compile.cache_dir={cache}")).record()
     info = record["compile"]["cache"]
     assert info["dir"] == str(cache) and info["fxgraph_hits"] + info["fxgraph_misses"] >= 1
     assert any(cache.rglob("*")), "nothing was written to the configured cache folder"
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    if "TORCHINDUCTOR_VEC_ISA_OK" not in os.environ:
+        assert info["vec_isa"] in ("probed", "cached") and set(loads) <= {"rlsweep-vec-isa"}, loads
     assert train(tiny_cfg("dqn")).record()["compile"]["cache"] is None  # eager: no compile, no cache figures
 
 
@@ -158,6 +169,18 @@ class _Isa:
         return self.name
 
 
+@pytest.fixture
+def vec_isa_unset():
+    """inductor's cpp.vec_isa_ok unset for the test and put back after (plain assignment: pytest's
+    monkeypatch deletes through torch's config proxy on undo, which removes the key itself)."""
+    from torch._inductor import config as inductor_config
+
+    before = inductor_config.cpp.vec_isa_ok
+    inductor_config.cpp.vec_isa_ok = None
+    yield
+    inductor_config.cpp.vec_isa_ok = before
+
+
 def _fake_probe(monkeypatch, probed: list[str], reported: list[str]) -> list[int]:
     """inductor's probe finds ``probed`` usable of the ``reported`` ISAs; returns a call counter."""
     from torch._inductor import config as inductor_config
@@ -165,30 +188,36 @@ def _fake_probe(monkeypatch, probed: list[str], reported: list[str]) -> list[int
 
     calls = [0]
 
-    def valid() -> list[_Isa]:
+    def valid() -> list[_Isa]:  # counts the probes: trusted, it only lists the reported ISAs
+        if inductor_config.cpp.vec_isa_ok:
+            return [_Isa(n) for n in reported]
         calls[0] += 1
         return [_Isa(n) for n in probed]
 
     valid.__wrapped__ = lambda: [_Isa(n) for n in (reported if inductor_config.cpp.vec_isa_ok else probed)]
     monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", valid)
-    monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", None)
     return calls
 
 
-def test_the_vector_isa_verdict_is_kept_when_every_isa_passed_and_trusted_by_the_next_job(tmp_path, monkeypatch) -> None:
+def test_the_vector_isa_verdict_is_kept_when_every_isa_passed_and_trusted_by_the_next_job(tmp_path, monkeypatch,
+                                                                                           vec_isa_unset) -> None:
     from torch._inductor import config as inductor_config
 
-    from rlsweep.toggles.compile import VEC_ISA_DIR, prepare_vec_isa
+    from rlsweep.toggles.compile import VEC_ISA_DIR, VecIsaProbe, prepare_vec_isa
 
     calls = _fake_probe(monkeypatch, ["avx512", "avx2"], ["avx512", "avx2"])
     assert prepare_vec_isa(str(tmp_path)) == "probed" and calls[0] == 1
     assert inductor_config.cpp.vec_isa_ok is None  # this job's own probe decided; nothing to trust yet
     assert len(list((tmp_path / VEC_ISA_DIR).glob("*.json"))) == 1
     assert prepare_vec_isa(str(tmp_path)) == "cached" and calls[0] == 1  # no second probe
-    assert inductor_config.cpp.vec_isa_ok is True
+    # the next job: its probe thread finds the verdict; nothing changes in the compiling thread
+    # (a changed inductor setting would change every compiled graph's cache key)
+    probe = VecIsaProbe(str(tmp_path))
+    assert probe.ready() == "cached" and probe.ready() == "cached" and calls[0] == 1
+    assert inductor_config.cpp.vec_isa_ok is None
 
 
-def test_a_rejected_vector_isa_leaves_no_verdict_so_every_job_probes(tmp_path, monkeypatch) -> None:
+def test_a_rejected_vector_isa_leaves_no_verdict_so_every_job_probes(tmp_path, monkeypatch, vec_isa_unset) -> None:
     from torch._inductor import config as inductor_config
 
     from rlsweep.toggles.compile import VEC_ISA_DIR, prepare_vec_isa
@@ -198,5 +227,5 @@ def test_a_rejected_vector_isa_leaves_no_verdict_so_every_job_probes(tmp_path, m
     assert not (tmp_path / VEC_ISA_DIR).exists()
     assert prepare_vec_isa(str(tmp_path)) == "probed" and calls[0] == 2
     assert inductor_config.cpp.vec_isa_ok is None
-    monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", False)  # TORCHINDUCTOR_VEC_ISA_OK=0: the user's word
+    inductor_config.cpp.vec_isa_ok = False  # TORCHINDUCTOR_VEC_ISA_OK=0: the user's word (the fixture undoes it)
     assert prepare_vec_isa(str(tmp_path)) == "user" and calls[0] == 2

@@ -96,12 +96,14 @@ def prepare_vec_isa(cache_dir: str) -> str:
     builds a test kernel per ISA (three of them include ATen's vector headers) and then spawns a
     Python process per ISA to load it. Measured here: ~10 s of the first compile on a cold cache,
     and ~1.1 s of every later job (the builds are cached, the loads are not). The verdict only
-    depends on the CPU, the compiler and torch, so rlsweep keeps it beside the compile cache: when
-    torch's own probe found every reported ISA usable, later jobs with the same key trust the CPU's
-    flags (inductor's ``cpp.vec_isa_ok``). A probe that rejected an ISA leaves no verdict, and
-    every job probes as before. ``TORCHINDUCTOR_VEC_ISA_OK`` set by the user wins.
+    depends on the CPU, the compiler and torch, so rlsweep keeps it beside the compile cache when
+    torch's own probe found every reported ISA usable; later jobs with the same key then trust the
+    CPU's flags (inductor's ``cpp.vec_isa_ok``, set here only while listing them). A probe that
+    rejected an ISA leaves no verdict, and every job probes as before.
 
-    Returns what happened: "user", "cached" or "probed" (the probe ran in this process).
+    Returns "user" (``TORCHINDUCTOR_VEC_ISA_OK`` is set: the user's word, nothing done), "cached"
+    (a verdict is there) or "probed" (torch's probe ran in this process; its answer is cached
+    process-wide by inductor, so the compile does not probe again). Leaves no setting changed.
     """
     from torch._inductor import config as inductor_config
     from torch._inductor import cpu_vec_isa
@@ -110,11 +112,18 @@ def prepare_vec_isa(cache_dir: str) -> str:
         return "user"
     verdict = Path(cache_dir) / VEC_ISA_DIR / f"{_vec_isa_key()}.json"
     try:
-        if json.loads(verdict.read_text()).get("all_reported_isas_usable") is True:
-            inductor_config.cpp.vec_isa_ok = True
-            return "cached"
+        cached = json.loads(verdict.read_text()).get("all_reported_isas_usable") is True
     except (OSError, ValueError):
-        pass
+        cached = False
+    if cached:
+        # trusted, inductor still builds and loads a kernel for some sub-features (AVX-512 VNNI, BF16):
+        # here, off the compiling thread; its process-wide caches then answer the compile
+        inductor_config.cpp.vec_isa_ok = True
+        try:
+            cpu_vec_isa.valid_vec_isa_list()
+        finally:
+            inductor_config.cpp.vec_isa_ok = None
+        return "cached"
     probed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]  # torch's probe: builds and loads
     inductor_config.cpp.vec_isa_ok = True
     try:  # the list trusting the CPU's flags alone (uncached: valid_vec_isa_list caches the probed one)
@@ -133,27 +142,28 @@ class VecIsaProbe:
 
     On a cold cache the probe is mostly waiting for the C++ compiler and for the loading
     processes, so it overlaps the job's start-up, env creation and first collection; the first
-    compiled call waits for what is left of it (:meth:`wait`, counted as compile time).
+    compiled call waits for what is left of it (:meth:`ready`, counted as compile time). What the
+    thread learns reaches the compile through inductor's process-wide caches of the probe's
+    answers; no setting changes in the compiling thread (inductor's settings are per context,
+    and a changed one would also change every compiled graph's cache key).
     """
 
     def __init__(self, cache_dir: str) -> None:
         self.outcome: str | None = None
         self.error: BaseException | None = None
-        self.previous: bool | None = None  # inductor's cpp.vec_isa_ok before the probe (restored after the job)
         self._thread = threading.Thread(target=self._run, args=(cache_dir,), name="rlsweep-vec-isa", daemon=True)
         self._thread.start()
 
     def _run(self, cache_dir: str) -> None:
         try:
-            from torch._inductor import config as inductor_config
-
-            self.previous = inductor_config.cpp.vec_isa_ok
             self.outcome = prepare_vec_isa(cache_dir)
         except Exception as e:  # noqa: BLE001 -- inductor then probes by itself, as without rlsweep
             self.error = e
 
-    def wait(self) -> None:
+    def ready(self) -> str:
+        """Wait for the probe; what happened ("probed", "cached", "user" or why it failed)."""
         self._thread.join()
+        return f"probe failed: {self.error!r}" if self.error is not None else str(self.outcome)
 
 
 class CompileToggle(Toggle):
@@ -212,11 +222,8 @@ class CompileToggle(Toggle):
         import torch
 
         torch._dynamo.reset()
-        if (probe := getattr(self, "_vec_isa", None)) is not None:  # the next job settles its own
-            from torch._inductor import config as inductor_config
-
-            probe.wait()
-            inductor_config.cpp.vec_isa_ok = probe.previous
+        if (probe := getattr(self, "_vec_isa", None)) is not None:  # not left running into the next job
+            probe.ready()
             self._vec_isa = None
         if hasattr(self, "_cache_env"):
             if self._cache_env is None:
