@@ -398,17 +398,23 @@ def test_baseline_selection_and_errors(tmp_path: Path) -> None:
         rp.build_report(sw, {"nonsense": "1"})
 
 
-def test_ambiguous_baseline_needs_pinning(tmp_path: Path) -> None:
+def test_a_toggle_without_an_off_value_gets_a_stated_baseline(tmp_path: Path) -> None:
+    # backend.num_threads has no "off" value: its first value run is the baseline, and the report says so
     sweep = tmp_path / "sweep"
-    write_job(sweep, 0, make_record(rate=100, num_threads=1))
-    write_job(sweep, 1, make_record(rate=180, num_threads=4))
-    write_job(sweep, 2, make_record(compile="default", rate=150, num_threads=1))
+    write_job(sweep, 0, make_record(rate=100, num_threads=4))
+    write_job(sweep, 1, make_record(rate=180, num_threads=1))
+    write_job(sweep, 2, make_record(compile="default", rate=150, num_threads=4))
     sw = rp.load_sweep(sweep)
-    with pytest.raises(rp.ReportInputError, match="ambiguous.*backend.num_threads"):
-        rp.build_report(sw)
-    report = rp.build_report(sw, {"backend.num_threads": "1"})
+    report = rp.build_report(sw)
+    assert report.baseline_labels == ["backend.num_threads=4 compile=none"]
+    assert report.baseline_reasons["backend.num_threads"].startswith("the value of the sweep's first job")
+    assert "backend.num_threads=4 (the value of the sweep's first job" in report.baseline_why
     threads = next(m for m in report.marginal_effects if m.toggle == "backend.num_threads")
     assert threads.effect == pytest.approx(1.8) and threads.n_pairs == 1
+    report = rp.build_report(sw, {"backend.num_threads": "1"})
+    assert report.baseline_reasons["backend.num_threads"] == "chosen with --baseline"
+    threads = next(m for m in report.marginal_effects if m.toggle == "backend.num_threads")
+    assert threads.effect == pytest.approx(1 / 1.8) and threads.n_pairs == 1
 
 
 def test_unknown_toggle_is_a_toggle_not_a_context(tmp_path: Path) -> None:
@@ -419,8 +425,9 @@ def test_unknown_toggle_is_a_toggle_not_a_context(tmp_path: Path) -> None:
         rec = make_record(compile=comp, rate=rate, extra_overrides=(f"cuda_graphs={graphs}",))
         rec["toggles"]["cuda_graphs"] = {"value": graphs, "applied": True, "reason": None}
         write_job(sweep, num, rec)
-    with pytest.raises(rp.ReportInputError, match="ambiguous.*cuda_graphs"):
-        rp.build_report(rp.load_sweep(sweep))
+    report = rp.build_report(rp.load_sweep(sweep))
+    assert report.baseline_labels == ["compile=none cuda_graphs=false"]
+    assert "compile=none (toggle off); cuda_graphs=false (the value of the sweep's first job" in report.baseline_why
     report = rp.build_report(rp.load_sweep(sweep), {"cuda_graphs": "false"})
     assert report.baseline_labels == ["compile=none cuda_graphs=false"]
     graphs = next(m for m in report.marginal_effects if m.toggle == "cuda_graphs")
@@ -626,10 +633,11 @@ def test_render_table_color(tmp_path: Path) -> None:
     plain = rp.render_table(report, color=False)
     assert "\x1b" not in plain
     colored = rp.render_table(report, color=True)
-    best = next(line for line in colored.splitlines() if "compile=default" in line)
-    worst = next(line for line in colored.splitlines() if "twin_modules=true" in line)
-    assert "\x1b[1;32m" in best and "1.500" in best
-    assert "\x1b[1;31m" in worst and "0.800" in worst
+    rows = [line for line in colored.splitlines() if "2/2" in line]  # the table, not the verdict
+    best = next(line for line in rows if "compile=default" in line)
+    worst = next(line for line in rows if "twin_modules=true" in line)
+    assert "\x1b[1;32m" in best and "1.50 [" in best
+    assert "\x1b[1;31m" in worst and "0.80 [" in worst
 
 
 # -------------------------------------------------------------------------------- CLI

@@ -21,7 +21,11 @@ Baseline:
     By default the cell with every toggle off: compile=none, dtype=float32,
     pin_memory=false, non_blocking=false, twin_modules=false, inplace=false,
     backend.matmul_precision=highest, backend.cudnn_benchmark=false, restricted to
-    the dimensions the sweep varies. ``--baseline key=value ...`` overrides entries.
+    the dimensions the sweep varies. A swept toggle without an off value and, when no
+    toggle varies, every swept hyper-parameter (``algo.lr``, ``algo``, ``env.id``) take the
+    config's default value (multirun.yaml, which Hydra composes without the sweep) when it is
+    among the swept values, else the first value listed. ``--baseline key=value ...``
+    overrides entries; ``Report.baseline_reasons`` says why each value was chosen.
     Each cell is compared with the baseline cell of its own context (same algo,
     env_id and other non-toggle overrides) unless the baseline pins a context key.
 

@@ -31,7 +31,8 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
         action="extend",
         default=[],
         metavar="KEY=VALUE",
-        help="baseline cell, override-style (default: every toggle off)",
+        help="baseline cell, override-style (default: every toggle off; a swept hyper-parameter: "
+        "the config's default value, else the first value listed)",
     )
     parser.add_argument("--out", default=None, help="output folder (default: <sweep_dir>/report)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -82,7 +83,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: cannot write report to {out_dir}: {exc}", file=sys.stderr)
         return 2
     print()
-    print(f"Wrote {len(written)} files to {out_dir}: {', '.join(p.name for p in written)}")
+    print(f"Wrote {len(written)} files to {out_dir}:")  # two lines: the summary's width is kept to 120 columns
+    print("  " + ", ".join(p.name for p in written))
     if report.wandb is not None and not args.no_wandb:
         run_dir = log_report(report, out_dir, written)
         if run_dir is not None:

@@ -23,6 +23,7 @@ from rlsweep.report.model import (
 )
 from rlsweep.report.overrides import (
     is_toggle_dim,
+    norm_key,
     norm_value,
     override_dims,
     override_signature,
@@ -82,9 +83,14 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
 
     expected_jobs = None
     multirun = root / "multirun.yaml"
+    listed: dict[str, list[str]] = {}
+    defaults: dict[str, str] = {}
     if multirun.is_file():
         try:
-            combos = _expand_overrides(_sweep_arguments(multirun), notes)
+            sweep_cfg = yaml.safe_load(multirun.read_text()) or {}
+            lists = _sweep_lists(_sweep_arguments(sweep_cfg), notes)
+            combos = _product(lists)
+            listed, defaults = _listed_and_defaults(lists, sweep_cfg)
         except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
             notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
             combos = []
@@ -111,6 +117,8 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
         expected_jobs=expected_jobs,
         notes=notes,
         wandb=wandb_target(jobs, root),
+        listed_values=listed,
+        config_defaults=defaults,
     )
 
 
@@ -296,27 +304,71 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------------- multirun.yaml
 
 
-def _sweep_arguments(multirun_yaml: Path) -> list[str]:
-    cfg = yaml.safe_load(multirun_yaml.read_text()) or {}
+def _sweep_arguments(cfg: dict[str, Any]) -> list[str]:
     hydra_cfg = cfg.get("hydra") or {}
     params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
     task = (hydra_cfg.get("overrides") or {}).get("task") or []
     return [f"{k}={override_text(v)}" for k, v in params.items()] + [str(t) for t in task]
 
 
-def _expand_overrides(arguments: list[str], notes: list[str]) -> list[list[str]]:
-    """Cartesian product of a sweep's override lists, in Hydra's job order."""
+def _sweep_lists(arguments: list[str], notes: list[str]) -> dict[str, list[str]]:
+    """Each swept key's ``key=value`` options, in the order the user listed them."""
     try:
-        lists = _hydra_sweep_lists(arguments)
+        return _hydra_sweep_lists(arguments)
     except ImportError:
-        lists = _comma_sweep_lists(arguments)
+        return _comma_sweep_lists(arguments)
     except Exception as exc:  # noqa: BLE001 - any parser failure: fall back, say so
         notes.append(f"multirun.yaml overrides not parsed by Hydra ({exc}); split on commas")
-        lists = _comma_sweep_lists(arguments)
+        return _comma_sweep_lists(arguments)
+
+
+def _product(lists: dict[str, list[str]]) -> list[list[str]]:
+    """Cartesian product of a sweep's override lists, in Hydra's job order."""
     combos: list[list[str]] = [[]]
     for options in lists.values():
         combos = [combo + [opt] for combo in combos for opt in options]
     return combos
+
+
+def _listed_and_defaults(
+    lists: dict[str, list[str]], cfg: dict[str, Any]
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Per swept dimension: its values in the order listed, and the config's own value.
+
+    Hydra composes multirun.yaml without the sweep's overrides, so a swept key holds there the
+    value the config would have without the sweep (a group's default is its entry in
+    ``hydra.runtime.choices``): the report's baseline for a swept hyper-parameter.
+    """
+    choices = ((cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    listed: dict[str, list[str]] = {}
+    defaults: dict[str, str] = {}
+    for key, options in lists.items():
+        dim = norm_key(key)
+        if len(options) < 2 or not dim or dim == "seed" or key.startswith("hydra"):
+            continue
+        listed[dim] = [norm_value(split_override(o)[1]) for o in options]
+        if key.lstrip("+~") in choices:
+            value: Any = choices[key.lstrip("+~")]
+        else:
+            value = _select(cfg, "env.id" if dim == "env_id" else dim)
+            if value is _ABSENT:
+                value = _select(cfg, f"toggles.{dim}")
+        if value is not _ABSENT and not isinstance(value, (dict, list)):
+            defaults[dim] = norm_value(value)
+    return listed, defaults
+
+
+_ABSENT = object()
+
+
+def _select(cfg: Any, dotted: str) -> Any:
+    """The value at a dotted path of a plain config dict, or ``_ABSENT``."""
+    node = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
 
 
 def _hydra_sweep_lists(arguments: list[str]) -> dict[str, list[str]]:

@@ -158,6 +158,8 @@ class Sweep:
         expected_jobs: Number of jobs in the ``multirun.yaml`` expansion, if present.
         notes: Remarks about how the sweep was read.
         wandb: Where the jobs logged to W&B (None: they did not).
+        listed_values: Per swept dimension (``multirun.yaml``), its values in the order listed.
+        config_defaults: Per swept dimension, the value the config has without the sweep.
     """
 
     sweep_dir: Path
@@ -167,6 +169,8 @@ class Sweep:
     expected_jobs: int | None = None
     notes: list[str] = field(default_factory=list)
     wandb: WandbTarget | None = None
+    listed_values: dict[str, list[str]] = field(default_factory=dict)
+    config_defaults: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -344,6 +348,8 @@ class Report:
         wandb: Where the sweep's jobs logged to W&B; the report's run goes there too.
         run_order: How the jobs ran: ``order`` (``seed-major``, ``cell-major``, ``mixed``,
             ``single seed``, ``single cell`` or ``unknown``), ``max_concurrent`` jobs, ``text``.
+        baseline_reasons: Per baseline dimension, why it has that value (``toggle off``,
+            ``the config's default``, ``chosen with --baseline``, ...).
     """
 
     sweep_dir: Path
@@ -360,6 +366,7 @@ class Report:
     bootstrap_seed: int
     wandb: WandbTarget | None = None
     run_order: dict[str, Any] = field(default_factory=dict)
+    baseline_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_ok(self) -> int:
@@ -381,13 +388,25 @@ class Report:
         """The baseline as ``key=value ...`` (``(any)`` when nothing is pinned)."""
         return spec_text(self.baseline_spec)
 
+    @property
+    def baseline_why(self) -> str:
+        """The baseline with the reason for each value, values of one reason together:
+        ``compile=none twin_modules=false (toggles off); algo.lr=0.001 (the config's default)``."""
+        if not self.baseline_spec:
+            return "(any): nothing is compared; each cell stands alone"
+        groups: dict[str, list[str]] = {}
+        for key, value in self.baseline_spec.items():
+            groups.setdefault(self.baseline_reasons.get(key, ""), []).append(f"{key}={value}")
+        return "; ".join(" ".join(items) + (f" ({why})" if why else "") for why, items in groups.items())
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready numbers (the content of report.json)."""
         return json_clean(
             {
                 "schema_version": SCHEMA_VERSION,
                 "sweep_dir": str(self.sweep_dir),
-                "baseline": {"spec": self.baseline_spec, "cells": self.baseline_labels},
+                "baseline": {"spec": self.baseline_spec, "cells": self.baseline_labels,
+                             "reasons": self.baseline_reasons},
                 "varied_dims": self.varied_dims,
                 "n_jobs": self.n_jobs,
                 "expected_jobs": self.expected_jobs,

@@ -6,6 +6,7 @@ matplotlib is imported lazily and drawn through the Agg canvas (no GUI backend, 
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -42,38 +43,89 @@ def _colormap(n: int) -> list[Any]:
     return [cmap(i if n <= 10 else i / max(1, n - 1)) for i in range(n)]
 
 
-def plot_ratio(report: Report) -> bytes | None:
-    """Bars of each cell's env_steps_per_s ratio vs its baseline with the 95% CI."""
-    cells = [c for c in report.cells if c.ratio is not None]
+#: the two measures of ratio.png, one colour each (the legend names them)
+STEADY_COLOR = "#4c72b0"
+END_TO_END_COLOR = "#dd8452"
+NOT_CLEAN_COLOR = "#c0392b"
+LEARNING_COLOR = "#7b2cbf"
+
+
+def _marks(cell: CellSummary) -> list[str]:
+    """The marks the tables put on a cell: NOT CLEAN (a measurement flag on it or its baseline)
+    and LEARNING (its final return differs from the baseline's)."""
+    marks = []
+    if cell.flags:
+        marks.append("NOT CLEAN (" + ", ".join(cell.flags) + ")")
+    elif cell.ratio_clean is False:
+        marks.append("NOT CLEAN (baseline flagged)")
+    if cell.learning_flag:
+        marks.append("LEARNING")
+    return marks
+
+
+def _errors(cells: list[CellSummary], value: str, low: str, high: str) -> np.ndarray:
+    """Asymmetric error bars (2 x n) from a cell's ratio and its CI; 0 where there is no CI."""
+    out = np.zeros((2, len(cells)))
+    for i, c in enumerate(cells):
+        v, lo, hi = getattr(c, value), getattr(c, low), getattr(c, high)
+        if v is not None and lo is not None and hi is not None and not c.is_baseline:
+            out[0, i], out[1, i] = max(0.0, v - lo), max(0.0, hi - v)
+    return out
+
+
+def ratio_figure(report: Report) -> Any | None:
+    """ratio.png's figure: per cell, the steady-state ratio and the end-to-end ratio side by side
+    with their 95% CIs, the NOT CLEAN and LEARNING marks of the tables, and a legend."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    cells = [c for c in report.cells if c.ratio is not None or c.end_to_end_ratio is not None]
     if not cells:
         return None
-    fig = _per_cell_figure(cells)
+    fig = _new_figure(10.0, max(4.2, 0.6 * len(cells) + 2.6))
     ax = fig.add_subplot(1, 1, 1)
-    ys = np.arange(len(cells))[::-1]
-    ratios = [c.ratio for c in cells]
-    low = [max(0.0, c.ratio - c.ci_low) if c.ci_low is not None and c.ratio else 0.0 for c in cells]
-    high = [
-        max(0.0, c.ci_high - c.ratio) if c.ci_high is not None and c.ratio else 0.0 for c in cells
-    ]
-    colors = []
-    for c in cells:
-        if c.is_baseline:
-            colors.append("#888888")
-        elif c.ci_low is not None and c.ci_low > 1.0:
-            colors.append("#2a9d3f")
-        elif c.ci_high is not None and c.ci_high < 1.0:
-            colors.append("#c0392b")
-        else:
-            colors.append("#5b7fbf")
-    ax.barh(ys, ratios, xerr=[low, high], color=colors, capsize=3)
+    ys = np.arange(len(cells))[::-1].astype(float)
+    h = 0.38
+    steady = [c.ratio if c.ratio is not None else 0.0 for c in cells]
+    e2e = [c.end_to_end_ratio if c.end_to_end_ratio is not None else 0.0 for c in cells]
+    ax.barh(ys + h / 2, steady, height=h, color=STEADY_COLOR,
+            xerr=_errors(cells, "ratio", "ci_low", "ci_high"), capsize=3)
+    ax.barh(ys - h / 2, e2e, height=h, color=END_TO_END_COLOR,
+            xerr=_errors(cells, "end_to_end_ratio", "end_to_end_ci_low", "end_to_end_ci_high"), capsize=3)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(ys)
-    ax.set_yticklabels(
-        [c.label + (" (baseline)" if c.is_baseline else "") for c in cells], fontsize=8
-    )
-    ax.set_xlabel("env_steps_per_s ratio vs baseline (95% CI)")
-    ax.set_title("Speed-up vs baseline")
-    return _png_bytes(fig)
+    ax.set_yticklabels([c.label + (" (baseline)" if c.is_baseline else "") for c in cells], fontsize=8)
+    tops = [max(v for v in (c.ratio, c.ci_high, c.end_to_end_ratio, c.end_to_end_ci_high, 0.0) if v is not None)
+            for c in cells]
+    xmax = max([1.0, *tops])
+    for y, c, top, tick in zip(ys, cells, tops, ax.get_yticklabels()):
+        marks = _marks(c)
+        for k, mark in enumerate(marks):  # beside the cell's bars, one above the other
+            color = LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR
+            ax.text(top + 0.02 * xmax, y + (h / 2 - k * h if len(marks) > 1 else 0.0), mark, va="center",
+                    ha="left", fontsize=8, fontweight="bold", color=color)
+        if marks:  # the cell's name in its first mark's colour
+            tick.set_color(LEARNING_COLOR if marks[0] == "LEARNING" else NOT_CLEAN_COLOR)
+    ax.set_xlim(0, xmax * 1.6)  # room for the marks right of the bars
+    ax.set_xlabel("ratio vs baseline (> 1: faster), 95% CI")
+    ax.set_title("Speed-up vs baseline: steady state and end to end")
+    handles = [
+        Patch(color=STEADY_COLOR, label="steady state (env steps/s)"),
+        Patch(color=END_TO_END_COLOR, label="end to end (whole-job wall time)"),
+        Line2D([], [], color="black", linewidth=0.8, label="1 = baseline"),
+    ]
+    if any("NOT CLEAN" in m for c in cells for m in _marks(c)):
+        handles.append(Patch(color=NOT_CLEAN_COLOR, label="NOT CLEAN: measurement flag (summary.md)"))
+    if any(c.learning_flag for c in cells):
+        handles.append(Patch(color=LEARNING_COLOR, label="LEARNING: final return differs"))
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+    return fig
+
+
+def plot_ratio(report: Report) -> bytes | None:
+    """ratio.png (see :func:`ratio_figure`)."""
+    fig = ratio_figure(report)
+    return None if fig is None else _png_bytes(fig)
 
 
 def plot_phases(report: Report) -> bytes | None:
@@ -124,49 +176,85 @@ def _median_band(curves: list[tuple[list[float], list[float]]]) -> tuple[np.ndar
     return grid, med, q25, q75
 
 
-def plot_learning(report: Report) -> bytes | None:
-    """Training-episode returns against env steps and against wall-clock.
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
-    One colour per cell: each seed a thin line, and with several seeds the cell's median over
-    seeds (bold) with its interquartile band, on the span every seed covers. A cell's seed lines
-    are one artist (a line collection): matplotlib's cost is per artist, and a sweep may have
-    1,000 seeds.
+
+def cell_styles(n: int) -> list[dict[str, Any]]:
+    """One (colour, line style, marker) per cell, no two alike, so that cells with identical
+    curves stay apart: a dashed line over a solid one and their markers at different points."""
+    colors = _colormap(n)
+    return [
+        {"color": colors[i], "linestyle": LINE_STYLES[i % len(LINE_STYLES)],
+         "linewidth": 2.8 - 0.5 * (i % len(LINE_STYLES)),  # a wider line shows around a narrower one on top
+         "marker": MARKERS[i % len(MARKERS)], "markevery": (0.02 * (i % 5), 0.1)}  # markers of one curve apart
+        for i in range(n)
+    ]
+
+
+def learning_figure(report: Report) -> Any | None:
+    """learning_curves.png's figure: training-episode returns against env steps and wall-clock.
+
+    Each cell has its own colour, line style and marker. Its seeds are thin lines in its colour;
+    with several seeds, the cell's median over seeds is bold with its interquartile band, on the
+    span every seed covers; with one seed, that seed's line is bold. A cell's seed lines are one
+    artist (a line collection): matplotlib's cost is per artist, and a sweep may have 1,000 seeds.
     """
     from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
 
     cells = [c for c in report.cells if c.curves]
     if not cells:
         return None
-    fig = _new_figure(12.0, 4.5)
-    ax_steps = fig.add_subplot(1, 2, 1)
-    ax_wall = fig.add_subplot(1, 2, 2)
-    cmap = _colormap(len(cells))
-    for i, cell in enumerate(cells):
+    rows = math.ceil((len(cells) + 1) / 2)
+    fig = _new_figure(12.0, 4.5 + 0.22 * rows)
+    grid = fig.add_gridspec(2, 2, height_ratios=[4.5, 0.3 + 0.22 * rows])
+    ax_steps = fig.add_subplot(grid[0, 0])
+    ax_wall = fig.add_subplot(grid[0, 1])
+    ax_legend = fig.add_subplot(grid[1, :])
+    ax_legend.axis("off")
+    handles = []
+    for cell, style in zip(cells, cell_styles(len(cells))):
         several = len(cell.curves) >= 2
+        label = cell.label + (" (baseline)" if cell.is_baseline else "")
         for ax, x_key in ((ax_steps, "env_steps"), (ax_wall, "wall_s")):
             pairs = [(c[x_key], c["episode_return"]) for c in cell.curves]
-            band = _median_band(pairs) if several else None
             lines = [np.column_stack([np.asarray(x, dtype=float), np.asarray(y, dtype=float)])
                      for x, y in pairs if len(x) == len(y) and len(x) > 0]
-            if lines:
-                ax.add_collection(LineCollection(
-                    lines, colors=[cmap[i]], alpha=0.25 if band is not None else 0.8,
-                    linewidths=0.7 if band is not None else 1.2, label=cell.label if band is None else None))
+            band = _median_band(pairs) if several else None
             if band is not None:
-                grid, med, q25, q75 = band
-                ax.fill_between(grid, q25, q75, color=cmap[i], alpha=0.2, linewidth=0)
-                ax.plot(grid, med, color=cmap[i], linewidth=2.2,
-                        label=f"{cell.label} (median of {len(pairs)} seeds)")
+                ax.add_collection(LineCollection(lines, colors=[style["color"]], linestyles=style["linestyle"],
+                                                 alpha=0.3, linewidths=0.7))
+                grid_x, med, q25, q75 = band
+                ax.fill_between(grid_x, q25, q75, color=style["color"], alpha=0.15, linewidth=0)
+                bold = (grid_x, med)
+            elif lines:
+                if len(lines) > 1:  # seeds too short for a median: each one thin
+                    ax.add_collection(LineCollection(lines, colors=[style["color"]],
+                                                     linestyles=style["linestyle"], alpha=0.3, linewidths=0.7))
+                bold = (lines[0][:, 0], lines[0][:, 1])
+            else:
+                continue
+            ax.plot(*bold, markersize=5, **style)
+        what = f"median of {len(cell.curves)} seeds" if several else "1 seed"
+        handles.append(Line2D([], [], markersize=5, label=f"{label} ({what})", **style))
+    handles.append(Line2D([], [], color="grey", alpha=0.5, linewidth=0.7,
+                          label="thin lines: single seeds, in their cell's colour"))
     for ax in (ax_steps, ax_wall):
         ax.autoscale_view()  # a collection does not rescale the axes by itself
+        ax.set_ylabel("episode return")
     ax_steps.set_xlabel("env steps")
     ax_wall.set_xlabel("wall-clock s (since the job's training started)")
-    for ax in (ax_steps, ax_wall):
-        ax.set_ylabel("episode return")
     ax_steps.set_title("Return vs env steps")
     ax_wall.set_title("Return vs wall-clock")
-    ax_wall.legend(fontsize=7, loc="best")
-    return _png_bytes(fig)
+    ax_legend.legend(handles=handles, loc="center", ncol=2, fontsize=7, frameon=False)
+    return fig
+
+
+def plot_learning(report: Report) -> bytes | None:
+    """learning_curves.png (see :func:`learning_figure`)."""
+    fig = learning_figure(report)
+    return None if fig is None else _png_bytes(fig)
 
 
 #: file name -> plot function, in the order they are written

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import textwrap
 from typing import Any
 
 from rlsweep.report.model import (
@@ -74,6 +75,10 @@ def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------- terminal
 
 
+#: the terminal summary's width: what a default terminal shows without wrapping
+TERMINAL_WIDTH = 120
+
+
 def _extremes(report: Report) -> tuple[CellSummary | None, CellSummary | None]:
     rated = [c for c in report.cells if c.ratio is not None and not c.is_baseline]
     if len(rated) < 2:
@@ -83,64 +88,131 @@ def _extremes(report: Report) -> tuple[CellSummary | None, CellSummary | None]:
     return (best, worst) if best is not worst else (None, None)
 
 
-def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
-    header = [
-        "cell",
-        "ok",
-        "fail",
-        "miss",
-        "env_steps/s",
-        "ratio",
-        "95% CI",
-        "method",
-        "e2e ratio",
-        "e2e 95% CI",
-        "compile_s",
-        "breaks/recomp",
-        "final_return",
-        "flags",
+def _short_ratio(ratio: float | None, low: float | None, high: float | None, baseline: bool,
+                 unit: str = "") -> str:
+    """``1.65 [1.60, 1.70]``: two decimals for the terminal (summary.md keeps three)."""
+    if ratio is None:
+        return "-"
+    if baseline or low is None or high is None:
+        return f"{ratio:.2f}{unit}"
+    return f"{ratio:.2f}{unit} [{low:.2f}, {high:.2f}]"
+
+
+def _not_clean(cell: CellSummary) -> bool:
+    return bool(cell.flags) or cell.ratio_clean is False
+
+
+def _short_flags(cell: CellSummary) -> str:
+    """The flags column: only the marks; their reasons go to the notes under the table."""
+    marks = []
+    if _not_clean(cell):
+        marks.append("NOT CLEAN")
+    if cell.learning_flag:
+        marks.append("LEARNING")
+    if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
+        marks.append("no ratio")
+    return ", ".join(marks)
+
+
+def _clean_text(cell: CellSummary) -> str:
+    """Whether a cell's comparison can be trusted, in words, for the verdict."""
+    words = []
+    if cell.flags:
+        words.append(f"NOT CLEAN ({_flags_text(cell)})")
+    elif cell.ratio_clean is False:
+        words.append("NOT CLEAN (baseline flagged)")
+    if cell.learning_flag:
+        words.append("LEARNING differs")
+    return ", ".join(words) if words else "clean"
+
+
+def verdict_lines(report: Report) -> list[str]:
+    """The first lines of the terminal summary: the best cell against its baseline (steady state
+    and end to end, with intervals and whether clean), then the toggle that paid most."""
+    rated = [c for c in report.cells if c.ratio is not None and not c.is_baseline]
+    if not rated:
+        if not report.baseline_spec:
+            why = "no baseline: each cell stands alone"
+        elif not any(not c.is_baseline for c in report.cells):
+            why = "the sweep has the baseline cell only"
+        else:
+            notes = [c.ratio_note for c in report.cells if not c.is_baseline and c.ratio_note]
+            why = notes[0] if notes else "no cell has a ratio"
+        return [f"Verdict: no comparison: {why}."]
+    best = max(rated, key=lambda c: (c.ratio or 0.0, c.label))
+    steady = _short_ratio(best.ratio, best.ci_low, best.ci_high, False, "x")
+    e2e = _short_ratio(best.end_to_end_ratio, best.end_to_end_ci_low, best.end_to_end_ci_high, False, "x")
+    if best.ci_low is not None and best.ci_low > 1.0:
+        lead, caveat = "Verdict: ", ""
+    elif best.ratio is not None and best.ratio > 1.0:
+        lead, caveat = "Verdict: ", " (its interval includes 1: not a clear gain)"
+    else:
+        lead, caveat = "Verdict: nothing beat the baseline; the best, ", ""
+    lines = [
+        f"{lead}{best.label}: {steady} steady{caveat}, "
+        + (f"{e2e} end to end" if e2e != "-" else "no end-to-end ratio")
+        + f"; {_clean_text(best)}"
     ]
+    top = next((e for e in report.marginal_effects if e.rank == 1), None)
+    if top is not None and top.effect is not None:
+        ci = f" [{top.ci_low:.2f}, {top.ci_high:.2f}]" if top.ci_low is not None and top.ci_high is not None else ""
+        clean = "" if top.clean is not False else ", NOT CLEAN"
+        lines.append(f"Toggle that pays most: {top.label}: {top.effect:.2f}x{ci} steady "
+                     f"(geometric mean over {top.n_pairs} pair{'s' if top.n_pairs != 1 else ''}{clean})")
+    return lines
+
+
+def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    header = ["cell", "ok", "steps/s", "steady [95% CI]", "end to end [95% CI]", "compile s", "return",
+              "flags"]
     rows = []
     for cell in report.cells:
-        flags = []
-        if cell.is_baseline:
-            flags.append("baseline")
-        if cell.learning_flag:
-            flags.append("LEARNING")
-        if cell.flags:
-            flags.append("NOT CLEAN: " + _flags_text(cell))
-        elif cell.ratio_clean is False:
-            flags.append("NOT CLEAN: baseline flagged")
-        if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
-            flags.append(cell.ratio_note)
-        gb = (
-            f"{_fmt(cell.graph_breaks, 'd')}/{_fmt(cell.recompiles, 'd')}"
-            if cell.graph_breaks is not None or cell.recompiles is not None
-            else "-"
-        )
         rows.append(
             [
                 ("* " if cell.is_baseline else "  ") + cell.label,
-                str(cell.n_ok),
-                str(cell.n_failed),
-                str(cell.n_missing),
+                f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
                 _fmt(cell.env_steps_per_s, ".1f"),
-                _fmt(cell.ratio, ".3f"),
-                _ci_text(cell.ci_low, cell.ci_high) if not cell.is_baseline else "-",
-                cell.ci_method or "-",
-                _fmt(cell.end_to_end_ratio, ".3f"),
-                _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high) if not cell.is_baseline else "-",
+                _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
+                _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high,
+                             cell.is_baseline),
                 _fmt(cell.compile_s, ".2f"),
-                gb,
-                _return_text(cell),
-                "; ".join(flags),
+                _fmt(cell.final_return_median, ".4g"),
+                _short_flags(cell),
             ]
         )
     return header, rows
 
 
+def _wrap(text: str, width: int, indent: str = "", split_words: bool = True) -> list[str]:
+    """``text`` in lines of at most ``width`` characters; a longer word is split unless
+    ``split_words`` is False (a path stays whole, to be copied)."""
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=split_words) or [""]
+
+
+def _grid(header: list[str], rows: list[list[str]], width: int) -> tuple[list[int], list[list[list[str]]]]:
+    """Column widths and each row's columns as wrapped lines (header first), so that the table
+    fits ``width`` columns: numbers keep their width, the cell label and the flags share what is
+    left, and headers wrap at their spaces only when they would not fit whole."""
+    n = len(header)
+    widths = [max([len(r[i]) for r in rows] + [len(header[i])]) for i in range(n)]
+    if sum(widths[1:-1]) + 2 * (n - 1) + 12 + len("NOT CLEAN,") > width:
+        widths = [max([len(r[i]) for r in rows] + [len(w) for w in header[i].split()]) for i in range(n)]
+    room = width - 2 * (n - 1) - sum(widths[1:-1])
+    if widths[0] + widths[-1] > room:
+        widths[-1] = min(widths[-1], max(len("NOT CLEAN,"), room // 4))
+        widths[0] = max(12, room - widths[-1])
+    wrapped = [[_wrap(text, widths[i], "    " if i == 0 else "") for i, text in enumerate(row)]
+               for row in [header, *rows]]
+    return widths, wrapped
+
+
 def render_table(report: Report, color: bool) -> str:
-    """Plain-text table for the terminal.
+    """The terminal summary: verdict first, then a table that fits :data:`TERMINAL_WIDTH` columns.
+
+    The full table (every phase, CI method, graph breaks, return IQR) is summary.md's.
 
     Args:
         report: The computed report.
@@ -150,50 +222,60 @@ def render_table(report: Report, color: bool) -> str:
         The rendered text (no trailing newline).
     """
     header, rows = _table_rows(report)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     best, worst = _extremes(report) if color else (None, None)
-    ratio_col = header.index("ratio")
+    ratio_col = header.index("steady [95% CI]")
+    widths, grid = _grid(header, rows, TERMINAL_WIDTH)
 
-    def line(row: list[str], cell: CellSummary | None = None) -> str:
-        parts = []
-        for i, text in enumerate(row[:-1]):
-            padded = text.rjust(widths[i]) if i else text.ljust(widths[i])
-            if cell is not None and i in (0, ratio_col):
-                if cell is best:
-                    padded = f"\x1b[1;32m{padded}\x1b[0m"
-                elif cell is worst:
-                    padded = f"\x1b[1;31m{padded}\x1b[0m"
-            parts.append(padded)
-        parts.append(row[-1])
-        return "  ".join(parts).rstrip()
+    def lines(cols: list[list[str]], cell: CellSummary | None = None) -> list[str]:
+        out = []
+        for k in range(max(len(c) for c in cols)):
+            parts = []
+            for i, col in enumerate(cols):
+                text = col[k] if k < len(col) else ""
+                padded = text.ljust(widths[i]) if i in (0, len(cols) - 1) else text.rjust(widths[i])
+                if cell is not None and k == 0 and i in (0, ratio_col) and cell in (best, worst):
+                    padded = f"\x1b[1;{32 if cell is best else 31}m{padded}\x1b[0m"
+                parts.append(padded)
+            out.append("  ".join(parts).rstrip())
+        return out
 
     counts = report.counts
     expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
-    out = [
+    head = [
+        *verdict_lines(report),
+        "",
         (
             f"Sweep {report.sweep_dir}: {report.n_jobs} jobs{expected} "
             f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)"
         ),
-        "Baseline: " + report.baseline_text,
+        "Baseline: " + report.baseline_why,
         "Run order: " + (report.run_order.get("text") or "unknown"),
         "",
-        line(header),
     ]
-    out += [line(row, cell) for row, cell in zip(rows, report.cells)]
+    table = lines(grid[0])
+    for entry, cell in zip(grid[1:], report.cells):
+        table += lines(entry, cell)
+    table.append("(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)")
+    tail: list[str] = []
     if report.marginal_effects:
-        out += ["", "Which toggle pays (geometric mean of pair ratios):"]
+        tail += ["", "Which toggle pays (geometric mean of pair ratios):"]
         for eff in report.marginal_effects:
             rank = f"{eff.rank}." if eff.rank else "-"
-            out.append(
+            tail.append(
                 f"  {rank:>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
                 f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
                 + (f" ({eff.ci_method})" if eff.ci_method else "")
+                + (" (not clean)" if eff.clean is False else "")
             )
     details = [f"  {where}: {text}" for text, where in _not_applicable_groups(report)]
     for cell in report.cells:
+        if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
+            details.append(f"  {cell.label}: no ratio: {cell.ratio_note}")
         if cell.learning_flag:
             details.append(f"  {cell.label}: LEARNING differs: {cell.learning_note}")
-        details += [f"  {cell.label}: {note}" for note in cell.flag_notes]
+        if _not_clean(cell):
+            details.append(f"  {cell.label}: NOT CLEAN: {_flags_text(cell) or 'baseline flagged'}")
+            details += [f"      {note}" for note in cell.flag_notes]
         if cell.break_even_note:
             details.append(f"  {cell.label}: {cell.break_even_note}")
     for cas in report.casualties:
@@ -201,7 +283,14 @@ def render_table(report: Report, color: bool) -> str:
     for note in report.notes:
         details.append(f"  {note}")
     if details:
-        out += ["", "Notes:", *details]
+        tail += ["", "Notes:", *details]
+    out = []
+    for line in [*head, *table, *tail]:
+        if "\x1b" in line:  # a table line: fits by construction (the escapes take no columns)
+            out.append(line)
+        else:
+            indent = " " * (len(line) - len(line.lstrip()) + 4)
+            out += _wrap(line, TERMINAL_WIDTH, indent, split_words=False)
     return "\n".join(out)
 
 
@@ -278,7 +367,10 @@ def render_markdown(report: Report) -> str:
         "Baseline: `"
         + report.baseline_text
         + "` → "
-        + ", ".join(f"`{b}`" for b in report.baseline_labels),
+        + ", ".join(f"`{b}`" for b in report.baseline_labels)
+        + f" (why: {_md_text(report.baseline_why)})",
+        "",
+        "\n\n".join(verdict_lines(report)),
         "",
         "Run order: " + (report.run_order.get("text") or "unknown") + ".",
         "",

@@ -85,9 +85,7 @@ def build_report(
         for c, jobs in zip(cells, groups.values())
     }
 
-    spec, user_keys = _parse_baseline(baseline, dims, varied)
-    context = [d for d in dims if d not in sweep.toggle_dims and d not in user_keys]
-    spec = _fallback_defaults(cells, spec, user_keys)
+    spec, context, baseline_reasons = _choose_baseline(cells, sweep, baseline, varied, first_num)
     by_context = _baseline_cells(cells, spec, context, dims)
     for cand in by_context.values():
         cand.is_baseline = True
@@ -146,6 +144,7 @@ def build_report(
         bootstrap_seed=bootstrap_seed,
         wandb=sweep.wandb,
         run_order=measurement.run_order(sweep.jobs, dims),
+        baseline_reasons=baseline_reasons,
     )
 
 
@@ -450,6 +449,66 @@ def _parse_baseline(
         spec[key] = norm_value(raw_value)
         user.add(key)
     return spec, user
+
+
+REASON_USER = "chosen with --baseline"
+REASON_OFF = "toggle off"
+REASON_FALLBACK = "the off value was not swept: the toggle's first value in the sweep"
+REASON_DEFAULT = "the config's default"
+
+
+def _choose_baseline(
+    cells: list[CellSummary],
+    sweep: Sweep,
+    baseline: dict[str, str] | None,
+    varied: list[str],
+    first_num: dict[int, int],
+) -> tuple[dict[str, str], list[str], dict[str, str]]:
+    """The baseline spec, the context dimensions (each context gets its own baseline cell), and
+    why each baseline value was chosen.
+
+    Toggles default to off. A varied toggle with no off value (``backend.num_threads``, a
+    plugin's toggle) and, when no toggle varies and ``--baseline`` is not given, every varied
+    hyper-parameter (``-m algo.lr=0.001,0.0003``) is pinned too, so that every sweep gets a
+    comparison: to the config's default value when it is among the swept values, else to the
+    first value listed.
+    """
+    dims = sweep.dims
+    spec, user = _parse_baseline(baseline, dims, varied)
+    reasons = {d: REASON_USER if d in user else REASON_OFF for d in spec}
+    toggles_varied = [d for d in varied if d in sweep.toggle_dims]
+    open_dims = [d for d in toggles_varied if d not in spec]
+    if not user and not toggles_varied:
+        open_dims = list(varied)
+    for dim in open_dims:
+        chosen = _stated_value(dim, cells, sweep, first_num)
+        if chosen is not None:
+            spec[dim], reasons[dim] = chosen
+    context = [d for d in dims if d not in sweep.toggle_dims and d not in user and d not in reasons]
+    fallback = _fallback_defaults(cells, spec, user | set(open_dims))
+    for dim, value in fallback.items():
+        if value != spec[dim]:
+            reasons[dim] = REASON_FALLBACK
+    return fallback, context, reasons
+
+
+def _stated_value(
+    dim: str, cells: list[CellSummary], sweep: Sweep, first_num: dict[int, int]
+) -> tuple[str, str] | None:
+    """A swept dimension's baseline value and why: the config's default when swept, else the
+    first value listed in the sweep (else the value of its earliest job)."""
+    present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}
+    if not present:
+        return None
+    default = sweep.config_defaults.get(dim)
+    if default in present:
+        return default, REASON_DEFAULT
+    unswept = f"; the config's default {dim}={default} was not swept" if default is not None else ""
+    listed = [v for v in sweep.listed_values.get(dim, []) if v in present]
+    if listed:
+        return listed[0], "the first value listed" + unswept
+    first = min((c for c in cells if c.key.get(dim) in present), key=lambda c: (first_num[id(c)], c.label))
+    return str(first.key[dim]), "the value of the sweep's first job" + unswept
 
 
 def _fallback_defaults(cells: list[CellSummary], spec: dict[str, str], user: set[str]) -> dict[str, str]:
