@@ -32,7 +32,9 @@ Apart from the CUDA-graph modes' counter look-up, the steady-state call path is 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,10 +149,49 @@ _CACHE_COUNTERS = (("fxgraph_hits", "inductor", "fxgraph_cache_hit"), ("fxgraph_
                    ("aot_autograd_misses", "aot_autograd", "autograd_cache_miss"))
 
 
-def _cache_counts() -> dict[str, int]:
+def _cache_counts() -> dict[str, Any]:
     from torch._dynamo.utils import counters
 
-    return {key: counters[group][name] for key, group, name in _CACHE_COUNTERS}
+    return {**{key: counters[group][name] for key, group, name in _CACHE_COUNTERS}, **_BUILDS}
+
+
+#: C++ this process built because the cache did not hold it: kernel libraries and precompiled
+#: headers, and the seconds spent building them (summed over inductor's compile threads). A hit
+#: of the FX-graph cache still loads its kernels by path; when those files are missing (another
+#: cache folder, a cleaned /tmp) they are built again, which the FX-graph counters do not show.
+_BUILDS: dict[str, Any] = {"cpp_kernel_builds": 0, "cpp_header_builds": 0, "cpp_build_s": 0.0}
+_BUILDS_LOCK = threading.Lock()
+_ORIGINAL_WORKER: list[Callable[..., Any]] = []
+
+
+def _counted_worker_compile_cpp(lock_path: str, cpp_builders: Any) -> None:
+    """inductor's ``_worker_compile_cpp`` (builds each builder whose output is missing), counted.
+
+    Every C++ build of inductor's CPU backend -- kernels, the C++ wrapper, precompiled headers --
+    goes through that function, in this process (directly or on its compile threads).
+    """
+    target = cpp_builders[-1].get_target_file_path()  # the library (or header) the builders make
+    missing = not os.path.exists(target)
+    t0 = time.perf_counter()
+    _ORIGINAL_WORKER[0](lock_path, cpp_builders)
+    if missing:
+        with _BUILDS_LOCK:
+            kind = "cpp_header_builds" if target.endswith((".gch", ".pch")) else "cpp_kernel_builds"
+            _BUILDS[kind] += 1
+            _BUILDS["cpp_build_s"] += time.perf_counter() - t0
+
+
+def _count_cpp_builds() -> None:
+    """Route inductor's C++ builds through :func:`_counted_worker_compile_cpp` (once per process)."""
+    if _ORIGINAL_WORKER:
+        return
+    from torch._inductor import codecache
+
+    original = getattr(codecache, "_worker_compile_cpp", None)
+    if original is None:  # another torch: builds stay uncounted
+        return
+    _ORIGINAL_WORKER.append(original)
+    codecache._worker_compile_cpp = _counted_worker_compile_cpp
 
 
 def _graph_break_records() -> list[Any]:
@@ -296,6 +337,7 @@ class CompileStats:
 
             metrics = _compilation_metrics()
             self._last_metrics = metrics[-1] if metrics else None  # earlier records are not ours
+            _count_cpp_builds()
             self._cache_at_install = _cache_counts()  # the counters are per process: count this job's
             torch._dynamo.callback_handler.register_start_callback(self._on_start)
             torch._dynamo.callback_handler.register_end_callback(self._on_end)
@@ -362,21 +404,30 @@ class CompileStats:
         return sum(v.compile_s for v in self.functions.values())
 
     def cache_summary(self) -> dict[str, Any] | None:
-        """How much of the compilation the on-disk caches served: their folder, hits and misses.
+        """What the on-disk caches served and what this job had to build, layer by layer.
 
-        ``served_from_cache`` = hits / (hits + misses) over inductor's FX graphs (a hit skips
-        lowering and the C++/Triton build of that graph); dynamo's own tracing always runs.
+        Hits and misses of inductor's FX-graph cache and of AOT-autograd's cache, C++ kernel
+        libraries and precompiled headers built (and the seconds spent building them), and:
+
+        * ``state``: ``warm`` (every look-up hit and nothing was built), ``cold`` (nothing hit),
+          ``partial`` (some of each), None (nothing compiled);
+        * ``served_from_cache``: hits / (hits + misses + builds) over those layers: 1.0 only when
+          nothing was compiled or built anew. Dynamo's own tracing always runs.
+
         None when nothing was compiled through these stats.
         """
         if self._cache_at_install is None:
             return None
-        import os
-
         now = _cache_counts()
         counts = {k: now[k] - self._cache_at_install[k] for k in now}
-        looked_up = counts["fxgraph_hits"] + counts["fxgraph_misses"]
-        return {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), **counts,
-                "served_from_cache": round(counts["fxgraph_hits"] / looked_up, 4) if looked_up else None,
+        counts["cpp_build_s"] = round(counts["cpp_build_s"], 3)
+        hits = counts["fxgraph_hits"] + counts["aot_autograd_hits"]
+        built = (counts["fxgraph_misses"] + counts["aot_autograd_misses"] + counts["cpp_kernel_builds"]
+                 + counts["cpp_header_builds"])
+        looked_up = hits + built
+        state = None if not looked_up else "warm" if not built else "cold" if not hits else "partial"
+        return {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), **counts, "state": state,
+                "served_from_cache": round(hits / looked_up, 4) if looked_up else None,
                 # how the CPU vector ISA was settled (toggles.compile.prepare_vec_isa): "cached"
                 # (a verdict from an earlier job), "probed", "user" (TORCHINDUCTOR_VEC_ISA_OK) or None
                 "vec_isa": self.vec_isa}

@@ -186,6 +186,12 @@ class JobConfig:
     # result.json is ok for the same config are skipped, the others rerun (from their checkpoint
     # when there is one). Without it, a folder holding finished jobs is refused. See README.
     resume: bool = False
+    # A sweep (-m) first pays each cell's one-off costs untimed: a cold compile per compiled cell
+    # on an empty cache (measured, then shared through compile.cache_dir) and, with the basic
+    # launcher, one run of each cell in the launching process. Every timed job then starts from
+    # the same process and cache state, whatever the order of the cells (rlsweep.prepare).
+    # false: jobs start as they come; the report flags comparisons between different states
+    prepare: bool = True
 
 
 #: One training job: :class:`JobConfig` plus one field per toggle, each declared by the toggle itself

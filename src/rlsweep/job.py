@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlsweep import checkpoint, toggles
+from rlsweep import checkpoint, prepare, toggles
 from rlsweep.algos import algorithm_class
 from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import ObjectiveConfig, TrainConfig, to_object
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 #: config keys that do not change a job's result: a finished record made with other values of
 #: these still counts as this job's result when resuming
-RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective")
+RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
 #: overrides that are switches of one invocation, not part of a job's identity
 INVOCATION_KEYS = ("resume",)
 STATUS_RUNNING = "running"
@@ -241,6 +241,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         )
         outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
         record.update(outcome.record())
+        record["measurement"] = measurement_state(outcome, info)
         record["status"] = "ok"
         failed = False
         ckpt.unlink(missing_ok=True)  # done: the record is the result; a rerun starts afresh
@@ -280,6 +281,18 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
                                  errors=tracker.errors if tracker is not None else [])
         write_result(out_dir, scrub(record, secrets))
+
+
+def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:
+    """The state a job was measured in, which a fair comparison holds equal across its jobs.
+
+    ``process``: ``fresh`` (the first training run of its process) or ``warm``; ``prepared``: its
+    cell's one-off costs were paid before it (see :mod:`rlsweep.prepare`); ``compile_cache``: what
+    the compile cache served it (``warm``, ``cold``, ``partial``; None when nothing compiled).
+    """
+    cache = (outcome.compile or {}).get("cache") or {}
+    entry = prepare.cell_entry(prepare.read_prepare(info.get("sweep_dir")), info.get("overrides") or [])
+    return {**outcome.measurement, "prepared": prepare.was_prepared(entry), "compile_cache": cache.get("state")}
 
 
 def objective(record: dict[str, Any], cfg: ObjectiveConfig) -> dict[str, Any]:

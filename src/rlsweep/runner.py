@@ -31,6 +31,9 @@ from rlsweep.toggles import applied_toggles
 
 log = logging.getLogger(__name__)
 
+#: training runs started in this process so far (jobs and preparation runs alike)
+_RUNS_IN_PROCESS = [0]
+
 #: called after every iteration with (metrics, env_steps); the job wires W&B here
 IterationHook = Callable[[dict[str, Any], int], None]
 
@@ -63,6 +66,9 @@ class TrainOutcome:
     device: str
     requeues: int = 0
     resumed_at_env_steps: list[int] = field(default_factory=list)
+    # the state the job started in: "process" is "fresh" for the first training run of its
+    # process (which pays the process's warm-up), else "warm"; see rlsweep.prepare
+    measurement: dict[str, Any] = field(default_factory=dict)
     algo: Algorithm | None = field(default=None, repr=False)
 
     def record(self) -> dict[str, Any]:
@@ -91,8 +97,13 @@ class LoopState:
 
 
 def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
-          checkpoint_path: Path | None = None, on_stop: Callable[[], None] | None = None) -> TrainOutcome:
+          checkpoint_path: Path | None = None, on_stop: Callable[[], None] | None = None,
+          until_warm: bool = False) -> TrainOutcome:
     """Train ``cfg.algo`` on ``cfg.env`` for ``cfg.total_env_steps`` and measure every phase.
+
+    ``until_warm``: stop as soon as the warm-up iterations have passed and every compiled function
+    has compiled, then evaluate one episode (which runs the evaluation's code paths once): what a
+    sweep's preparation (:mod:`rlsweep.prepare`) needs to pay a cell's one-off costs.
 
     With ``checkpoint_path``, a matching checkpoint there is resumed from, and a stop signal
     (preemption, Ctrl-C) or ``cfg.checkpoint_interval_s`` writes one at an iteration boundary.
@@ -100,6 +111,8 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
     flushes W&B there: a requeue kills the whole Slurm step, W&B's helper process included).
     """
     device = resolve_device(cfg.device)
+    runs_before = _RUNS_IN_PROCESS[0]
+    _RUNS_IN_PROCESS[0] += 1
     stop = StopSignals()
     with applied_toggles(cfg, device) as (rt, states):
         seed_everything(cfg.seed)
@@ -124,12 +137,14 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
             stop.install()
             log.info("training %s on %s: %d env steps, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
                      device)
-            outcome = _loop(cfg, algo, timer, state, compile_stats, on_iteration, stop, checkpoint_path, on_stop)
+            outcome = _loop(cfg, algo, timer, state, compile_stats, on_iteration, stop, checkpoint_path, on_stop,
+                            until_warm)
             outcome.toggles = {k: v.as_dict() for k, v in states.items()}
             outcome.compile = compile_stats.summary(cfg.compile.mode)
             outcome.compile["compile_s"] = round(outcome.compile["compile_s"] + state.compile_s_before, 6)
             outcome.device = str(device)
-            outcome.learning.update(_final_evaluation(cfg, algo))
+            outcome.measurement = {"process": "warm" if runs_before else "fresh", "runs_before_in_process": runs_before}
+            outcome.learning.update(_final_evaluation(cfg, algo, max_episodes=1 if until_warm else None))
             return outcome
         finally:
             stop.uninstall()
@@ -140,7 +155,7 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
 
 def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState, compile_stats: CompileStats,
           on_iteration: IterationHook | None, stop: StopSignals, checkpoint_path: Path | None,
-          on_stop: Callable[[], None] | None = None) -> TrainOutcome:
+          on_stop: Callable[[], None] | None = None, until_warm: bool = False) -> TrainOutcome:
     from tqdm import tqdm
 
     iterations = algo.num_iterations(cfg.total_env_steps)
@@ -166,6 +181,8 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
     stance = contextlib.ExitStack()  # the compiler stance of the steady iterations, left with the loop
     try:
         while s.iteration < iterations:
+            if until_warm and _warm(s, warmup, compile_stats):
+                break
             # steady state: past the warm-up iterations that updated (and so compiled)
             timer.recording = recording = s.updating_iters >= warmup
             # under that stance dynamo refuses to compile at all, so only once every compiled
@@ -228,7 +245,7 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
         "steady_iterations": len(s.per_iter_rate),
         "steady_s": s.steady_s,
     }
-    if rate is None:
+    if rate is None and not until_warm:
         log.warning("no steady-state iterations: the budget is spent within the %d warm-up iterations", warmup)
     return TrainOutcome(
         toggles={},
@@ -246,10 +263,24 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
     )
 
 
-def _final_evaluation(cfg: TrainConfig, algo: Algorithm) -> dict[str, Any]:
-    if cfg.eval_episodes <= 0:
+#: iterations past the warm-up after which a preparation run stops even if a compiled function
+#: never ran (one an algorithm wraps but calls only in rare iterations)
+_MAX_EXTRA_WARM_ITERS = 3
+
+
+def _warm(s: LoopState, warmup: int, compile_stats: CompileStats) -> bool:
+    """Whether a job has paid its one-off costs: the warm-up iterations updated, everything compiled."""
+    if s.updating_iters < max(1, warmup):
+        return False
+    return (not compile_stats.functions or compile_stats.all_compiled()
+            or s.updating_iters >= max(1, warmup) + _MAX_EXTRA_WARM_ITERS)
+
+
+def _final_evaluation(cfg: TrainConfig, algo: Algorithm, max_episodes: int | None = None) -> dict[str, Any]:
+    episodes = cfg.eval_episodes if max_episodes is None else min(cfg.eval_episodes, max_episodes)
+    if episodes <= 0:
         return {"final_return": None, "final_return_std": None, "eval_episodes": 0}
-    returns = evaluate(algo.act_deterministic, cfg.env, cfg.eval_episodes, seed=cfg.seed + 10_000)
+    returns = evaluate(algo.act_deterministic, cfg.env, episodes, seed=cfg.seed + 10_000)
     return {
         "final_return": float(np.mean(returns)),
         "final_return_std": float(np.std(returns)),

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, read_wandb_run, run_train
 
+from rlsweep.prepare import read_prepare
 from rlsweep.results import read_result
 
 pytestmark = pytest.mark.slurm
@@ -50,6 +51,13 @@ def test_the_cards_command_runs_on_slurm(slurm_cluster, tmp_path: Path) -> None:
     # intra-op threads follow the CPUs Slurm gave the job (1 each: no cpus_per_task asked)
     assert all(r["toggles"]["backend"]["value"]["num_threads"] == 1 for r in records)
     assert (sweep / "report" / "summary.md").is_file()
+    # the sweep's preparation ran as one Slurm job before the array: each cell's cold compile on an
+    # empty cache, then every job started from the warm cache it filled
+    prepared = read_prepare(sweep)
+    assert prepared["launcher"] == "SlurmLauncher" and len(prepared["cells"]) == 2
+    assert all(e["cold"]["status"] == "ok" and e["cold"]["cache"]["state"] == "cold" for e in prepared["cells"])
+    assert all(r["measurement"]["prepared"] and r["measurement"]["process"] == "fresh" for r in records)
+    assert [r["measurement"]["compile_cache"] for r in records] == ["warm", "warm"]
 
 
 def test_one_failing_job_keeps_the_others(slurm_cluster, tmp_path: Path) -> None:

@@ -108,6 +108,27 @@ def test_the_compile_cache_folder_comes_from_the_config_then_torch_then_the_user
     assert compile_cache_dir(None, {}) == str(tmp_path / ".cache" / "rlsweep" / "torch_compile")
 
 
+def test_inductors_own_default_in_the_environment_is_not_taken_for_the_users_choice(tmp_path, monkeypatch) -> None:
+    """Inductor sets TORCHINDUCTOR_CACHE_DIR to its /tmp default when it first opens its caches: a later
+    job of the same process (or a job process started from it) must not read that as the user's folder."""
+    import os
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
+
+    from rlsweep.toggles.compile import claim_cache_env, compile_cache_dir
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache_dir()  # what inductor does on first use
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.abspath(default_cache_dir())
+    assert compile_cache_dir(None) == str(tmp_path / "rlsweep" / "torch_compile")
+    claim_cache_env()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "rlsweep" / "torch_compile")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # the user's own stays
+    claim_cache_env()
+    assert compile_cache_dir(None) == os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
 @pytest.mark.slow  # a cold compile into a fresh folder: a minute on 2 cores
 def test_a_job_compiles_into_its_cache_folder_and_leaves_the_environment_as_it_was(tmp_path, monkeypatch) -> None:
     import os

@@ -82,6 +82,41 @@ def _executor(cluster: str, launcher_params: Any) -> Any:
     return executor
 
 
+def _cell_configs(launcher: Any, job_overrides: Any, *, resolve_threads: bool = False) -> list[tuple[list[str], Any]]:
+    """Each cell of the sweep that its config lets be prepared: its overrides and its first job's config.
+
+    ``resolve_threads``: fix ``backend.num_threads=null`` to the threads a job of this process
+    gets, for runs in other processes that must match the jobs run here (the basic launcher).
+    """
+    import dataclasses
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlsweep import prepare
+    from rlsweep.config import to_object
+    from rlsweep.toggles.backend import default_num_threads
+
+    if not OmegaConf.select(launcher.config, prepare.PREPARE_KEY, default=True):
+        return []
+    saved = HydraConfig.instance().cfg
+    out = []
+    try:
+        for overrides in prepare.cells([list(o) for o in job_overrides]):
+            cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
+            HydraConfig.instance().set_config(cfg)  # for ${hydra:...} in the job's values
+            tcfg = to_object(cfg)
+            if not tcfg.prepare:
+                continue
+            if resolve_threads and tcfg.backend.num_threads is None:
+                tcfg = dataclasses.replace(tcfg, backend=dataclasses.replace(
+                    tcfg.backend, num_threads=default_num_threads()))
+            out.append((list(overrides), tcfg))
+    finally:
+        if saved is not None:
+            HydraConfig.instance().set_config(saved)
+    return out
+
+
 class JobDied(CompactHydraException):
     """A local job's process ended without a result: Hydra prints this one line, no traceback."""
 
@@ -132,6 +167,11 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
         log.info(f"{num_jobs} jobs, at most {limit} at once ({why}), seed-major order")
 
+        from rlsweep import prepare
+
+        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides),
+                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, limit), in_process=False,
+                              launcher=type(self).__name__)
         singletons = Singleton.get_state()
         pending = deque(seed_major_order(jobs_overrides))
         jobs: dict[int, Any] = {}
@@ -247,7 +287,14 @@ class BasicLauncher(basic_launcher.BasicLauncher):
         assert self.config is not None
         assert self.task_function is not None
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        from rlsweep import prepare
+
+        # cold runs one at a time, as this launcher runs its jobs; then every cell once in this process
+        prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, resolve_threads=True),
+                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, 1), in_process=True,
+                              launcher=type(self).__name__)
         log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
         runs: dict[int, JobReturn] = {}
         for i in seed_major_order(job_overrides):
@@ -337,6 +384,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if "mode" in self.config.hydra.sweep:
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        self._prepare(executor, sweep_dir, job_overrides)
         job_params = []
         singletons = Singleton.get_state()  # a deep copy of Hydra's global state: once, not per job (40 ms each)
         for i, overrides in enumerate(job_overrides):
@@ -356,3 +404,28 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             ret.return_value = None  # not awaited: the job's record is its result
             returns.append(ret)
         return returns
+
+    def _prepare(self, executor: Any, sweep_dir: Path, job_overrides: Any) -> None:
+        """The sweep's preparation (:mod:`rlsweep.prepare`) as one Slurm job that the array waits for.
+
+        Its cold runs happen on a node like the jobs', one after another, and fill the shared
+        ``compile.cache_dir``; the array depends on it (``afterany``: a failed or cancelled
+        preparation still lets the jobs run, and their records say they were not prepared). A
+        sweep that compiles nothing needs no job: its preparation file is written here.
+        """
+        from rlsweep import prepare
+
+        cell_configs = _cell_configs(self, job_overrides)
+        if not cell_configs:
+            return
+        name = type(self).__name__
+        if not any(prepare.compiles(c) for _, c in cell_configs):
+            prepare.prepare_sweep(sweep_dir, cell_configs, lambda configs: [], in_process=False, launcher=name)
+            return
+        job = executor.submit(prepare.prepare_on_node, sweep_dir, cell_configs, name)
+        log.info(f"preparation: Slurm job {job.job_id} compiles each compiled cell once, untimed; "
+                 "the sweep's jobs start after it")
+        extra = dict(self.params.get("additional_parameters") or {})
+        after = f"afterany:{job.job_id}"
+        extra["dependency"] = f"{extra['dependency']},{after}" if extra.get("dependency") else after
+        executor.update_parameters(**{f"{self._EXECUTOR}_additional_parameters": extra})

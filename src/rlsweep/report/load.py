@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from rlsweep.prepare import read_prepare
 from rlsweep.report.model import (
     SCHEMA_VERSION,
     STATUS_FAILED,
@@ -119,6 +120,7 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
         wandb=wandb_target(jobs, root),
         listed_values=listed,
         config_defaults=defaults,
+        prepared=read_prepare(root),
     )
 
 

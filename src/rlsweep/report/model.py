@@ -41,6 +41,7 @@ FLAG_DRIFT = "drift"
 FLAG_NOISY = "noisy"
 FLAG_SEEDS = "seeds_disagree"
 FLAG_OVERSUBSCRIBED = "oversubscribed"
+FLAG_STATE = "state_differs"
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -72,7 +73,11 @@ FLAG_RULE = (
     f"jobs, each confined to its own cores). {DRIFT_REL:.0%} is about the size of the effects the cheap "
     "toggles have (twin_modules, inplace: 0.9-1.1x): a job drifting that much, or seeds that far "
     "apart, could make or hide such an effect; the noise condition keeps a short job's ordinary "
-    "jitter from raising a flag."
+    "jitter from raising a flag. 'state_differs' = the jobs compared did not start in the same state: "
+    "some were the first training run of their process (which pays its warm-up) and others not, or "
+    "compiled jobs found the compile cache in different states (cold, partial, warm); their "
+    "end-to-end times and compile times then measure the order of the jobs, not the toggle. A sweep "
+    "prepares its cells first (prepare=true, the default) so that every job starts alike."
 )
 END_TO_END_RULE = (
     "Steady state vs end to end: 'ratio' = steady-state env_steps_per_s (warm-up and compile "
@@ -171,6 +176,7 @@ class Sweep:
     wandb: WandbTarget | None = None
     listed_values: dict[str, list[str]] = field(default_factory=dict)
     config_defaults: dict[str, str] = field(default_factory=dict)
+    prepared: dict[str, Any] | None = None  # the sweep's prepare.json (rlsweep.prepare), None without one
 
 
 @dataclass
@@ -212,6 +218,11 @@ class CellSummary:
     phase_median_ms: dict[str, float | None] = field(default_factory=dict)
     phase_total_s: dict[str, float | None] = field(default_factory=dict)
     compile_s: float | None = None
+    # the cell's compile on an empty cache in a fresh process, measured once by the sweep's
+    # preparation (prepare.json); compile_s is the timed jobs' own, on the cache it filled
+    cold_compile_s: float | None = None
+    # the states its ok jobs started in ("<process>/<compile cache>"), see rlsweep.job.measurement_state
+    start_states: list[str] = field(default_factory=list)
     graph_breaks: int | None = None
     recompiles: int | None = None
     compile_reasons: dict[str, dict[str, Any]] = field(default_factory=dict)

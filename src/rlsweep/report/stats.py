@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from rlsweep import prepare
 from rlsweep.report import measurement
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
@@ -22,6 +23,7 @@ from rlsweep.report.model import (
     FLAG_NOISY,
     FLAG_OVERSUBSCRIBED,
     FLAG_SEEDS,
+    FLAG_STATE,
     LEARNING_REL_FLOOR,
     LEARNING_SD_FACTOR,
     N_BOOTSTRAP,
@@ -80,6 +82,7 @@ def build_report(
         notes = [crowded[id(j)] for j in jobs if j.status == STATUS_OK and id(j) in crowded]
         if notes:
             _flag(cell, FLAG_OVERSUBSCRIBED, *notes)
+    _start_states(cells, list(groups.values()), sweep.prepared)
     first_num = {
         id(c): min((j.num for j in jobs if j.num is not None), default=10**9)
         for c, jobs in zip(cells, groups.values())
@@ -146,6 +149,54 @@ def build_report(
         run_order=measurement.run_order(sweep.jobs, dims),
         baseline_reasons=baseline_reasons,
     )
+
+
+def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: dict[str, Any] | None) -> None:
+    """Each cell's cold compile (from the sweep's preparation) and the states its jobs started in;
+    flag every cell when the sweep's jobs did not all start alike (see FLAG_STATE in FLAG_RULE).
+
+    Mixed process states (a first run of a process among later ones) make every job's end-to-end
+    time depend on which job ran first; mixed compile-cache states among compiled jobs make every
+    compiled cell's compile time depend on which compiled first. Records without the measurement
+    section (older rlsweep) are not judged.
+    """
+    processes: dict[str, int] = {}
+    caches: dict[str, int] = {}
+    compiled: set[int] = set()
+    for cell, jobs in zip(cells, groups):
+        entry = prepare.cell_entry(prepared, jobs[0].overrides) if jobs else None
+        cold = (entry or {}).get("cold") or {}
+        if cold.get("status") == "ok":
+            cell.cold_compile_s = _num(cold.get("compile_s"))
+        for job in jobs:
+            state = _section(job.record, "measurement")
+            if job.status != STATUS_OK or not state.get("process"):
+                continue
+            process, cache = str(state["process"]), state.get("compile_cache")
+            processes[process] = processes.get(process, 0) + 1
+            if cache:
+                caches[str(cache)] = caches.get(str(cache), 0) + 1
+                compiled.add(id(cell))
+            text = f"{process} process" + (f", {cache} compile cache" if cache else "")
+            if text not in cell.start_states:
+                cell.start_states.append(text)
+
+    def counts(d: dict[str, int]) -> str:
+        return ", ".join(f"{k} x{n}" for k, n in sorted(d.items()))
+
+    notes = []
+    if len(processes) > 1:
+        notes.append(f"jobs started in different process states ({counts(processes)}): the first run of a "
+                     "process pays its warm-up, so end-to-end times measure the order of the jobs")
+    if len(caches) > 1:
+        notes.append(f"compiled jobs found the compile cache in different states ({counts(caches)}): their "
+                     "compile and end-to-end times measure which job compiled first")
+    if not notes:
+        return
+    hint = "" if prepared else " (the sweep was not prepared: prepare=false, or a launcher that skips it)"
+    for cell in cells:
+        if len(processes) > 1 or (len(caches) > 1 and id(cell) in compiled):
+            _flag(cell, FLAG_STATE, *[n + hint for n in notes])
 
 
 def _flag(cell: CellSummary, kind: str, *notes: str) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -44,23 +46,81 @@ class CompileConfig:
     # when nothing a guard checks changes after warm-up: shapes, dtypes, modules (true of
     # rlsweep's algorithms); a change would then run the old graph instead of recompiling
     skip_guards_after_warmup: bool = False
-    # where inductor keeps what it compiled (FX graphs, AOT-autograd graphs, built kernels), so a
-    # later job reuses it instead of compiling again. null: $TORCHINDUCTOR_CACHE_DIR when set, else
-    # rlsweep's folder in the user's cache directory ($XDG_CACHE_HOME or ~/.cache), which a
-    # cluster's nodes share over the home file system (torch's own default, /tmp, starts cold on
-    # every node). A sweep may keep its own: compile.cache_dir=${hydra:sweep.dir}/compile_cache
+    # where inductor keeps what it compiled (FX graphs, AOT-autograd graphs, built kernels and
+    # precompiled headers), so a later job reuses it instead of compiling again. null:
+    # $TORCHINDUCTOR_CACHE_DIR when the user set it before starting, else rlsweep's folder in the
+    # user's cache directory ($XDG_CACHE_HOME or ~/.cache), which a cluster's nodes share over the
+    # home file system (torch's own default, /tmp, starts cold on every node). A sweep may keep
+    # its own: compile.cache_dir=${hydra:sweep.dir}/compile_cache
     cache_dir: Optional[str] = None
 
 
-def compile_cache_dir(configured: str | None, environ: dict[str, str] | None = None) -> str:
-    """The folder inductor's caches use for a job: the config's, else TORCHINDUCTOR_CACHE_DIR, else rlsweep's."""
+#: TORCHINDUCTOR_CACHE_DIR as it was when rlsweep was first imported in this process. Inductor sets
+#: the variable to its own default (a folder under /tmp) the first time it opens its caches, so a
+#: later look at the environment cannot tell that value from one the user chose.
+_CACHE_ENV_AT_IMPORT = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+
+def rlsweep_cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """rlsweep's compile cache: in the user's cache folder ($XDG_CACHE_HOME or ~/.cache), which a
+    cluster's nodes share over the home file system (torch's own default, /tmp, starts cold on every node)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return str(Path(base) / "rlsweep" / "torch_compile")
+
+
+def _set_by_torch(value: str) -> bool:
+    """Whether ``value`` of TORCHINDUCTOR_CACHE_DIR is inductor's own default, set by inductor in
+    this process (or in the process that started it) rather than by the user before starting."""
+    if value == _CACHE_ENV_AT_IMPORT:
+        return False
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return os.path.abspath(value) == os.path.abspath(default_cache_dir())
+
+
+def compile_cache_dir(configured: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The folder inductor's caches use for a job: the config's, else TORCHINDUCTOR_CACHE_DIR as the
+    user set it, else rlsweep's (:func:`rlsweep_cache_dir`)."""
     env = os.environ if environ is None else environ
     if configured:
         return str(Path(configured).expanduser().resolve())
-    if env.get("TORCHINDUCTOR_CACHE_DIR"):
-        return env["TORCHINDUCTOR_CACHE_DIR"]
-    base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
-    return str(Path(base) / "rlsweep" / "torch_compile")
+    value = env.get("TORCHINDUCTOR_CACHE_DIR")
+    if value and not _set_by_torch(value):
+        return value
+    return rlsweep_cache_dir(env)
+
+
+def claim_cache_env() -> None:
+    """Set TORCHINDUCTOR_CACHE_DIR to rlsweep's folder when the user has not set it, before anything
+    compiles: inductor then never falls back to /tmp in this process, in its compile workers, or in
+    the job processes a launcher starts from it (they inherit the environment)."""
+    if not os.environ.get("TORCHINDUCTOR_CACHE_DIR") or _set_by_torch(os.environ["TORCHINDUCTOR_CACHE_DIR"]):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = rlsweep_cache_dir()
+
+
+@contextlib.contextmanager
+def inductor_cache_at(cache_dir: str) -> Iterator[None]:
+    """Every file inductor writes goes under ``cache_dir`` while inside.
+
+    TORCHINDUCTOR_CACHE_DIR moves the FX-graph, AOT-autograd and kernel caches, but inductor fixes
+    the folder of its precompiled C++ headers (``cpp_wrapper``) at import, under /tmp: it is moved
+    here too, into ``<cache_dir>/precompiled_headers``.
+    """
+    from torch._inductor import codecache
+
+    saved = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+    codecache._HEADER_DIR = os.path.join(cache_dir, "precompiled_headers")
+    codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+    try:
+        yield
+    finally:
+        env, codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR = saved
+        if env is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = env
 
 
 #: the folder, inside the compile cache, of rlsweep's verdicts on inductor's CPU vector-ISA probe
@@ -210,9 +270,9 @@ class CompileToggle(Toggle):
         rt.compile_dynamic = cfg.compile.dynamic
         rt.compile_functions = tuple(cfg.compile.functions)
         rt.compile_cpp_wrapper = cfg.compile.cpp_wrapper
-        # inductor reads the variable whenever it opens its caches (and sets it itself on first use)
-        self._cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        rt.compile_cache_dir = os.environ["TORCHINDUCTOR_CACHE_DIR"] = compile_cache_dir(cfg.compile.cache_dir)
+        rt.compile_cache_dir = compile_cache_dir(cfg.compile.cache_dir)
+        self._cache_at = inductor_cache_at(rt.compile_cache_dir)
+        self._cache_at.__enter__()
         if rt.device.type == "cpu":  # CPU kernels are C++: settle the vector ISA while the job starts
             rt.compile_vec_isa = self._vec_isa = VecIsaProbe(rt.compile_cache_dir)
 
@@ -225,9 +285,7 @@ class CompileToggle(Toggle):
         if (probe := getattr(self, "_vec_isa", None)) is not None:  # not left running into the next job
             probe.ready()
             self._vec_isa = None
-        if hasattr(self, "_cache_env"):
-            if self._cache_env is None:
-                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-            else:
-                os.environ["TORCHINDUCTOR_CACHE_DIR"] = self._cache_env
+        if (cache_at := getattr(self, "_cache_at", None)) is not None:
+            self._cache_at = None
+            cache_at.__exit__(None, None, None)
 

@@ -1,0 +1,288 @@
+"""A sweep's preparation: every cell's one-off costs paid, and measured, before the first timed job.
+
+Without it a sweep measures the order of its jobs: the first job of a process pays the process's
+warm-up (imports, lazy initialisation, W&B's helper), the first compiled job of a cell pays the
+cold compile and every later one reads what it left in the compile cache. So before the timed
+jobs, for each cell (the jobs that differ only in ``seed``):
+
+* **cold run** (compiled cells): a fresh process trains the cell's first job with an *empty*
+  private compile cache until it is warm (:func:`rlsweep.runner.train` with ``until_warm``). Its
+  compile time is the cell's cold compile -- what the first run on a new machine pays -- measured
+  the same way whatever the cell order; what it built is then merged into the job's
+  ``compile.cache_dir``, so every timed job of the sweep starts with the same, warm cache.
+* **warm pass** (the basic launcher only, every cell): the launching process itself, where the
+  timed jobs will run, trains each cell until warm once, so every timed job starts in a process
+  that has already run its cell. Jobs of the other launchers are fresh processes, equal already.
+
+Nothing of the preparation is timed into a job. What it measured is written to ``prepare.json``
+in the sweep folder (this module is its one reader and writer), and each job's record says
+whether its cell was prepared; the report shows each cell's cold compile beside its warm one.
+``prepare=false`` skips all of it (the report then flags comparisons whose states differ).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlsweep.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+PREPARE_FILE = "prepare.json"
+#: where, in the sweep folder, submitit keeps the preparation's processes (logs, pickles)
+SUBMITIT_FOLDER = ".submitit_prepare"
+#: seconds between two looks at the preparation's running processes
+_POLL_S = 0.2
+#: the config key that turns the preparation off (``prepare=false``)
+PREPARE_KEY = "prepare"
+#: keys of a job's overrides that do not make another cell: the repeat, switches of one invocation
+_NOT_CELL_KEYS = ("seed", "resume", PREPARE_KEY)
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def cell_key(overrides: Sequence[str]) -> tuple[str, ...]:
+    """A job's cell: its overrides without the seed, invocation switches and ``hydra.*`` settings."""
+    return tuple(o for o in overrides if _key(o) not in _NOT_CELL_KEYS and not _key(o).startswith("hydra."))
+
+
+def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The first job's overrides of each cell, in the sweep's order."""
+    first: dict[tuple[str, ...], list[str]] = {}
+    for overrides in job_overrides:
+        first.setdefault(cell_key(overrides), list(overrides))
+    return list(first.values())
+
+
+def compiles(cfg: TrainConfig) -> bool:
+    return cfg.compile.mode != "none"
+
+
+def run_until_warm(cfg: TrainConfig) -> dict[str, Any]:
+    """Train ``cfg`` in this process until its one-off costs are paid; what that took."""
+    from rlsweep.runner import train
+
+    quiet = dataclasses.replace(cfg, progress=False)
+    t0 = time.perf_counter()
+    outcome = train(quiet, until_warm=True)
+    return {"wall_s": round(time.perf_counter() - t0, 3), "env_steps": outcome.env_steps,
+            "compile_s": outcome.compile.get("compile_s"), "cache": outcome.compile.get("cache")}
+
+
+def cold_run(cfg: TrainConfig) -> dict[str, Any]:
+    """In a fresh process: run ``cfg`` until warm on an empty compile cache, then share what it built.
+
+    The empty cache is a private folder beside the job's cache (same file system); the CPU
+    vector-ISA verdict, a property of the machine rather than of the cell, is copied in first.
+    Afterwards every file it built is merged into the job's cache (:func:`merge_cache`).
+    """
+    from rlsweep.toggles.compile import VEC_ISA_DIR, compile_cache_dir
+
+    shared = Path(compile_cache_dir(cfg.compile.cache_dir))
+    shared.mkdir(parents=True, exist_ok=True)
+    private = Path(tempfile.mkdtemp(prefix=".cold-", dir=shared.parent))
+    try:
+        if (shared / VEC_ISA_DIR).is_dir():
+            shutil.copytree(shared / VEC_ISA_DIR, private / VEC_ISA_DIR)
+        entry = run_until_warm(dataclasses.replace(cfg, compile=dataclasses.replace(cfg.compile,
+                                                                                   cache_dir=str(private))))
+        entry["merged_files"] = merge_cache(private, shared)
+        entry["cache_dir"] = str(shared)
+        return entry
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def merge_cache(source: Path, target: Path) -> int:
+    """Copy every file of compile cache ``source`` missing from ``target``; returns how many.
+
+    Inductor's cache is content-addressed (a file's path is the hash of what it holds), so a file
+    already there is the same file. Each copy lands under a temporary name and is renamed into
+    place: a job reading the cache meanwhile sees a whole file or none. Lock files stay behind.
+    """
+    copied = 0
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames[:] = [d for d in dirnames if d != "locks"]
+        rel = Path(dirpath).relative_to(source)
+        for name in filenames:
+            if name.endswith(".lock"):
+                continue
+            dst = target / rel / name
+            if dst.exists():
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{name}.{uuid.uuid4().hex}.tmp")
+            shutil.copy2(Path(dirpath) / name, tmp)
+            os.replace(tmp, dst)
+            copied += 1
+    return copied
+
+
+def warm_wandb(cfg: TrainConfig) -> None:
+    """Start W&B's helper process with an offline run in a scratch folder, then delete it.
+
+    The first ``wandb.init`` of a process costs ~1.5 s more than later ones; the jobs of the
+    basic launcher share the process, so the first of them would carry it. Offline whatever the
+    job's mode: nothing reaches the user's project.
+    """
+    from rlsweep.tracking import resolved_logger
+
+    if resolved_logger(cfg.logger).mode == "disabled":
+        return
+    scratch = tempfile.mkdtemp(prefix="rlsweep-wandb-warm-")
+    try:
+        import wandb
+
+        run = wandb.init(mode="offline", dir=scratch, project="rlsweep-warm-up", reinit="finish_previous",
+                         settings=wandb.Settings(console="off", x_disable_stats=True, disable_git=True,
+                                                 save_code=False, silent=True))
+        run.finish()
+    except Exception as exc:  # noqa: BLE001 - the jobs log (or say why not) on their own
+        log.warning("warming W&B up failed: %s", exc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_fresh_locally(folder: Path, limit: int) -> Callable[[list[TrainConfig]], list[Any]]:
+    """A ``run_fresh`` for :func:`prepare_sweep`: each config's :func:`cold_run` in a process of its own,
+    started by submitit's local executor, at most ``limit`` at once."""
+
+    def run_fresh(configs: list[TrainConfig]) -> list[Any]:
+        import submitit
+
+        executor = submitit.LocalExecutor(folder=str(folder / "%j"))
+        executor.update_parameters(timeout_min=24 * 60)
+        pending = list(range(len(configs)))
+        jobs: dict[int, Any] = {}
+        try:
+            while pending or any(not j.done() for j in jobs.values()):
+                running = sum(not j.done() for j in jobs.values())
+                while pending and running < limit:
+                    i = pending.pop(0)
+                    jobs[i] = executor.submit(cold_run, configs[i])
+                    running += 1
+                time.sleep(_POLL_S)
+        except KeyboardInterrupt:
+            for job in jobs.values():
+                if not job.done():
+                    job.cancel()
+            raise
+        results: list[Any] = []
+        for i in range(len(configs)):
+            try:
+                results.append(jobs[i].result())
+            except Exception as exc:  # noqa: BLE001 - recorded in prepare.json; the cell's jobs still run
+                results.append(exc)
+        return results
+
+    return run_fresh
+
+
+def prepare_on_node(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]], launcher: str) -> None:
+    """The preparation as one job of its own (Slurm): cold runs one after another on this node,
+    each in a fresh process; the sweep's jobs wait for this one (a Slurm dependency)."""
+    prepare_sweep(sweep_dir, cell_configs, run_fresh_locally(Path(sweep_dir) / SUBMITIT_FOLDER, 1),
+                  in_process=False, launcher=launcher)
+
+
+def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return {"status": "ok", **fn()}
+    except Exception as exc:  # noqa: BLE001 - the cell's jobs run and record their own failure
+        log.warning("preparing cell %s (%s) failed: %s: %s", " ".join(overrides) or "(no overrides)", what,
+                    type(exc).__name__, exc)
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]],
+                  run_fresh: Callable[[list[TrainConfig]], list[Any]], *, in_process: bool,
+                  launcher: str) -> dict[str, Any]:
+    """Prepare every cell; write and return ``prepare.json``.
+
+    Args:
+        sweep_dir: the sweep's folder.
+        cell_configs: each cell's overrides and its first job's config.
+        run_fresh: runs :func:`cold_run` for each config, each in a fresh process, and returns
+            each one's entry or the exception it raised (the launcher's way of starting processes).
+        in_process: also run the warm pass in this process (the timed jobs will run here).
+        launcher: the launcher's name, for the file.
+    """
+    t0 = time.perf_counter()
+    compiled = [(o, c) for o, c in cell_configs if compiles(c)]
+    if compiled:
+        log.info("preparing the sweep: %d compiled cell(s) compile once each, untimed, on an empty cache",
+                 len(compiled))
+    outcomes = run_fresh([c for _, c in compiled]) if compiled else []
+    cold = {cell_key(o): out for (o, _), out in zip(compiled, outcomes)}
+    entries = []
+    warmed_wandb = False
+    for overrides, cfg in cell_configs:
+        entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "compiled": compiles(cfg), "cold": None,
+                                 "warm": None}
+        if cell_key(overrides) in cold:
+            out = cold[cell_key(overrides)]
+            entry["cold"] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
+                             if isinstance(out, BaseException) else {"status": "ok", **out})
+        if in_process:
+            if not warmed_wandb:
+                warm_wandb(cfg)
+                warmed_wandb = True
+            log.info("preparing the sweep: cell %s, untimed", " ".join(cell_key(overrides)) or "(no overrides)")
+            entry["warm"] = _attempt("warm pass", overrides, lambda cfg=cfg: run_until_warm(cfg))
+        entries.append(entry)
+    record = {"launcher": launcher, "in_process": in_process, "written_at": _now(),
+              "prepare_s": round(time.perf_counter() - t0, 3), "cells": entries}
+    write_prepare(sweep_dir, record)
+    return record
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
+    from rlsweep.results import write_json_atomic
+
+    write_json_atomic(Path(sweep_dir) / PREPARE_FILE, record)
+
+
+def read_prepare(sweep_dir: Path | str | None) -> dict[str, Any] | None:
+    """The sweep's ``prepare.json``; None when it has none (not prepared, or not a sweep)."""
+    if not sweep_dir:
+        return None
+    try:
+        record = json.loads((Path(sweep_dir) / PREPARE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def cell_entry(prepared: dict[str, Any] | None, overrides: Sequence[str]) -> dict[str, Any] | None:
+    """The preparation's entry of the cell a job with ``overrides`` belongs to (None: not prepared)."""
+    key = list(cell_key(overrides))
+    for entry in (prepared or {}).get("cells") or []:
+        if entry.get("cell") == key:
+            return entry
+    return None
+
+
+def was_prepared(entry: dict[str, Any] | None) -> bool:
+    """Whether a cell's preparation went through: each part it needed ended ``ok`` (an eager cell
+    whose jobs are fresh processes needs none)."""
+    if entry is None:
+        return False
+    return all(p.get("status") == "ok" for p in (entry.get("cold"), entry.get("warm")) if p is not None)

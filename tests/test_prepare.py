@@ -1,0 +1,147 @@
+"""A sweep's preparation (rlsweep.prepare): every timed job starts in the same process and compile-cache
+state whatever the order of the cells, each cell's cold compile is measured apart, and the report
+never calls a comparison between different states clean."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_report import cell, make_record, write_job
+
+from rlsweep import prepare
+from rlsweep import report as rp
+
+
+def test_a_cell_is_a_jobs_overrides_without_its_seed_and_invocation_switches() -> None:
+    jobs = [["compile=default", "seed=0"], ["compile=none", "seed=0"], ["compile=default", "seed=1", "resume=true"],
+            ["compile=none", "seed=1", "hydra.launcher.max_parallel=2"]]
+    assert prepare.cells(jobs) == [["compile=default", "seed=0"], ["compile=none", "seed=0"]]
+    assert prepare.cell_key(["+algo.lr=1", "seed=3", "prepare=false"]) == ("+algo.lr=1",)
+
+
+def test_merging_a_cache_copies_what_is_missing_whole_and_leaves_locks_and_existing_files(tmp_path: Path) -> None:
+    src, dst = tmp_path / "private", tmp_path / "shared"
+    (src / "fxgraph" / "ab").mkdir(parents=True)
+    (src / "fxgraph" / "ab" / "entry").write_text("new")
+    (src / "locks").mkdir()
+    (src / "locks" / "k.lock").write_text("")
+    (src / "kernel.so").write_text("built")
+    (dst / "fxgraph" / "ab").mkdir(parents=True)
+    (dst / "kernel.so").write_text("already there")
+    assert prepare.merge_cache(src, dst) == 1
+    assert (dst / "fxgraph" / "ab" / "entry").read_text() == "new"
+    assert (dst / "kernel.so").read_text() == "already there"
+    assert not (dst / "locks").exists()
+    assert not [p for p in dst.rglob("*.tmp")]
+
+
+def test_the_preparation_file_is_read_back_per_cell_and_says_whether_the_cell_is_prepared(tmp_path: Path) -> None:
+    record = {"cells": [{"cell": ["compile=default"], "cold": {"status": "ok", "compile_s": 20.0}, "warm": None},
+                        {"cell": ["compile=none"], "cold": None, "warm": {"status": "failed", "error": "x"}},
+                        {"cell": ["dtype=bfloat16"], "cold": None, "warm": None}]}
+    prepare.write_prepare(tmp_path, record)
+    back = prepare.read_prepare(tmp_path)
+    assert back == record
+    assert prepare.was_prepared(prepare.cell_entry(back, ["compile=default", "seed=4"]))
+    assert not prepare.was_prepared(prepare.cell_entry(back, ["compile=none", "seed=0"]))
+    assert prepare.was_prepared(prepare.cell_entry(back, ["dtype=bfloat16"]))  # nothing needed, nothing failed
+    assert prepare.cell_entry(back, ["compile=max-autotune"]) is None
+    assert prepare.read_prepare(tmp_path / "nowhere") is None
+
+
+def test_a_run_until_warm_stops_after_the_warm_up_and_evaluates_one_episode() -> None:
+    from helpers import tiny_cfg
+
+    from rlsweep.runner import train
+
+    cfg = tiny_cfg("ppo", "warmup_iters=2", "total_env_steps=100000", "eval_episodes=5")
+    out = train(cfg, until_warm=True)
+    assert out.env_steps == 2 * out.algo.iteration_env_steps < cfg.total_env_steps
+    assert out.learning["eval_episodes"] == 1
+    assert train(cfg, until_warm=True).measurement["process"] == "warm"  # the process has trained before
+
+
+def _record(compile: str, seed: int, process: str, cache: str | None, num: int) -> dict:
+    record = make_record(compile=compile, seed=seed, num=num)
+    record["measurement"] = {"process": process, "compile_cache": cache, "prepared": True}
+    return record
+
+
+def _sweep(root: Path, states: list[tuple[str, int, str, str | None]], prepared: dict | None = None) -> Path:
+    sweep = root / "sweep"
+    for num, (comp, seed, process, cache) in enumerate(states):
+        write_job(sweep, num, _record(comp, seed, process, cache, num))
+    if prepared is not None:
+        prepare.write_prepare(sweep, prepared)
+    return sweep
+
+
+def test_jobs_that_started_alike_compare_clean_and_show_the_cells_cold_compile(tmp_path: Path) -> None:
+    prepared = {"cells": [{"cell": ["compile=default", "twin_modules=false"],
+                           "cold": {"status": "ok", "compile_s": 21.5}, "warm": {"status": "ok"}}]}
+    sweep = _sweep(tmp_path, [("none", 0, "warm", None), ("default", 0, "warm", "warm"),
+                              ("none", 1, "warm", None), ("default", 1, "warm", "warm")], prepared)
+    report = rp.build_report(rp.load_sweep(sweep))
+    compiled = cell(report, compile="default")
+    assert compiled.cold_compile_s == 21.5 and cell(report, compile="none").cold_compile_s is None
+    assert "state_differs" not in compiled.flags and compiled.ratio_clean
+    assert compiled.start_states == ["warm process, warm compile cache"]
+
+
+@pytest.mark.parametrize("states, flagged", [
+    # the basic launcher without preparation: the first job of the process paid its warm-up
+    ([("none", 0, "fresh", None), ("default", 0, "warm", "cold"), ("none", 1, "warm", None),
+      ("default", 1, "warm", "warm")], {"none", "default"}),
+    # fresh processes (submitit) where the first compiled job filled the cache for the next
+    ([("none", 0, "fresh", None), ("default", 0, "fresh", "cold"), ("none", 1, "fresh", None),
+      ("default", 1, "fresh", "warm")], {"default"}),
+])
+def test_jobs_that_started_in_different_states_are_never_a_clean_comparison(
+        tmp_path: Path, states: list, flagged: set[str]) -> None:
+    report = rp.build_report(rp.load_sweep(_sweep(tmp_path, states)))
+    for value in ("none", "default"):
+        c = cell(report, compile=value)
+        assert ("state_differs" in c.flags) == (value in flagged), (value, c.flags)
+    compiled = cell(report, compile="default")
+    assert not compiled.ratio_clean
+    assert any("not prepared" in n for n in compiled.flag_notes)
+
+
+@pytest.mark.slow  # real sweeps with a cold compile each: minutes on 2 cores
+@pytest.mark.parametrize("launcher", ["basic", "submitit_local"])
+def test_every_timed_job_starts_alike_whatever_the_order_of_the_cells(tmp_path: Path, launcher: str) -> None:
+    """The same 2-cell sweep listed in both orders: every job of it starts in the same state (a warm
+    process with the basic launcher, a fresh one otherwise; a warm compile cache for compiled jobs),
+    each cell's cold compile is measured apart on an empty cache, and nothing compiled lands in /tmp."""
+    from helpers import run_train
+
+    states = {}
+    for order in ("none,default", "default,none"):
+        sweep = tmp_path / order.replace(",", "_")
+        tmp = tmp_path / f"tmp_{order.replace(',', '_')}"
+        tmp.mkdir()
+        env = {**os.environ, "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(tmp_path / f"cache_{order}")}
+        env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # rlsweep's default folder, as for a user
+        proc = run_train(["-m", "experiment=smoke", f"compile={order}", "compile.functions=[update]", "seed=0,1",
+                          "logger.mode=disabled", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep}"], env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/result.json"))]
+        assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+        states[order] = sorted((r["config"]["compile"]["mode"], r["seed"], r["measurement"]["process"],
+                                r["measurement"]["compile_cache"], r["measurement"]["prepared"]) for r in records)
+        prepared = prepare.read_prepare(sweep)
+        entry = next(e for e in prepared["cells"] if "compile=default" in e["cell"])
+        assert entry["cold"]["status"] == "ok" and entry["cold"]["cache"]["state"] == "cold"
+        assert entry["cold"]["cache"]["cpp_kernel_builds"] > 0 and entry["cold"]["merged_files"] > 0
+        assert (entry["warm"] is not None) == (launcher == "basic")
+        assert not list(tmp.glob("torchinductor_*")), "inductor wrote to the node's /tmp"
+        report = rp.build_report(rp.load_sweep(sweep))
+        assert not any("state_differs" in c.flags for c in report.cells)
+        assert cell(report, compile="default").cold_compile_s > 0
+    process = "warm" if launcher == "basic" else "fresh"
+    expected = sorted([(m, s, process, "warm" if m == "default" else None, True)
+                       for m in ("none", "default") for s in (0, 1)])
+    assert states["none,default"] == states["default,none"] == expected
