@@ -13,6 +13,7 @@ from test_report import cell, make_record, write_job
 
 from rlsweep import prepare
 from rlsweep import report as rp
+from rlsweep.report.render import render_markdown
 
 
 def test_a_cell_is_a_jobs_overrides_without_its_seed_and_invocation_switches() -> None:
@@ -89,6 +90,10 @@ def test_jobs_that_started_alike_compare_clean_and_show_the_cells_cold_compile(t
     assert compiled.cold_compile_s == 21.5 and cell(report, compile="none").cold_compile_s is None
     assert "state_differs" not in compiled.flags and compiled.ratio_clean
     assert compiled.start_states == ["warm process, warm compile cache"]
+    table, markdown = rp.render_table(report, color=False), render_markdown(report)
+    assert "3.00 (21.5)" in table and "the cell's cold" in table
+    assert "- compile=default: jobs started in a warm process, warm compile cache; cold compile 21.50 s" in markdown
+    assert "Prepared before the timed jobs" in markdown
 
 
 @pytest.mark.parametrize("states, flagged", [

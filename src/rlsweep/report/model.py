@@ -378,6 +378,7 @@ class Report:
     wandb: WandbTarget | None = None
     run_order: dict[str, Any] = field(default_factory=dict)
     baseline_reasons: dict[str, str] = field(default_factory=dict)
+    prepared: dict[str, Any] | None = None  # the sweep's prepare.json (rlsweep.prepare), None without one
 
     @property
     def n_ok(self) -> int:

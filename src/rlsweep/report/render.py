@@ -162,6 +162,12 @@ def verdict_lines(report: Report) -> list[str]:
     return lines
 
 
+def _compile_text(cell: CellSummary) -> str:
+    """The timed jobs' compile seconds, and the cell's cold compile (the preparation's) in brackets."""
+    text = _fmt(cell.compile_s, ".2f")
+    return text if cell.cold_compile_s is None else f"{text} ({cell.cold_compile_s:.1f})"
+
+
 def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     header = ["cell", "ok", "steps/s", "steady [95% CI]", "end to end [95% CI]", "compile s", "return",
               "flags"]
@@ -175,7 +181,7 @@ def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
                 _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
                 _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high,
                              cell.is_baseline),
-                _fmt(cell.compile_s, ".2f"),
+                _compile_text(cell),
                 _fmt(cell.final_return_median, ".4g"),
                 _short_flags(cell),
             ]
@@ -256,6 +262,9 @@ def render_table(report: Report, color: bool) -> str:
     for entry, cell in zip(grid[1:], report.cells):
         table += lines(entry, cell)
     table.append("(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)")
+    if any(c.cold_compile_s is not None for c in report.cells):
+        table.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
+                     " the cell's cold compile on an empty cache)")
     tail: list[str] = []
     if report.marginal_effects:
         tail += ["", "Which toggle pays (geometric mean of pair ratios):"]
@@ -397,6 +406,8 @@ def render_markdown(report: Report) -> str:
         "flags",
         *[f"{p} median_ms" for p in PHASES],
         "compile_s",
+        "cold compile_s",
+        "started as",
         "graph_breaks",
         "recompiles",
         "final_return",
@@ -428,6 +439,8 @@ def render_markdown(report: Report) -> str:
             _flags_text(cell) or "-",
             *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
             _fmt(cell.compile_s, ".2f"),
+            _fmt(cell.cold_compile_s, ".2f"),
+            "; ".join(cell.start_states) or "-",
             _fmt(cell.graph_breaks, "d"),
             _fmt(cell.recompiles, "d"),
             _return_text(cell),
@@ -512,7 +525,27 @@ def _end_to_end_lines(report: Report) -> list[str]:
             notes.append(f"- **{cell.label}**: {cell.break_even_note}")
         if cell.end_to_end_note and not cell.is_baseline and cell.end_to_end_ratio is None:
             notes.append(f"- {cell.label}: no end-to-end ratio: {cell.end_to_end_note}")
-    return lines + ([""] + notes if notes else [])
+    return lines + ([""] + notes if notes else []) + ["", *_start_state_lines(report)]
+
+
+def _start_state_lines(report: Report) -> list[str]:
+    """How the jobs started: the sweep's preparation, each cell's cold compile and its jobs' states."""
+    prepared = report.prepared
+    if prepared:
+        how = ("each compiled cell compiled once on an empty cache in a fresh process (its cold compile, "
+               "shared through compile.cache_dir)")
+        if prepared.get("in_process"):
+            how += ", and every cell ran once in the process that then ran the timed jobs"
+        lines = [f"Prepared before the timed jobs ({prepared.get('launcher')}, {_fmt(prepared.get('prepare_s'), '.1f')} s, "
+                 f"untimed): {how}."]
+    else:
+        lines = ["Not prepared (prepare=false, or a sweep from before rlsweep prepared sweeps): the first job of "
+                 "a process and the first compiled job of a cell may carry one-off costs the others do not."]
+    for cell in report.cells:
+        states = "; ".join(cell.start_states) or "unknown (records without a measurement section)"
+        cold = f"; cold compile {cell.cold_compile_s:.2f} s" if cell.cold_compile_s is not None else ""
+        lines.append(f"- {cell.label}: jobs started in a {states}{cold}")
+    return lines
 
 
 def _flag_lines(report: Report) -> list[str]:
@@ -581,6 +614,8 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
         *[f"{p}_median_ms" for p in PHASES],
         *[f"{p}_total_s" for p in PHASES],
         "compile_s",
+        "cold_compile_s",
+        "start_states",
         "graph_breaks",
         "recompiles",
         "final_return_median",

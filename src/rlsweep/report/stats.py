@@ -148,6 +148,7 @@ def build_report(
         wandb=sweep.wandb,
         run_order=measurement.run_order(sweep.jobs, dims),
         baseline_reasons=baseline_reasons,
+        prepared=sweep.prepared,
     )
 
 
