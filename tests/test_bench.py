@@ -17,6 +17,7 @@ from helpers import ROOT
 
 HAS_SB3 = importlib.util.find_spec("stable_baselines3") is not None
 HAS_TORCHRL = importlib.util.find_spec("torchrl") is not None
+HAS_ALE = importlib.util.find_spec("ale_py") is not None
 REQUIRED = ("rlsweep_env_steps_per_s", "peer", "peer_env_steps_per_s", "ratio", "ratio_ci",
             "rlsweep_final_return", "peer_final_return")
 
@@ -212,7 +213,7 @@ class FakeProcesses:
                     "served_from_cache": float(hit)}}}))
         else:
             kind, kw, out = cmd[3], json.loads(cmd[4]), cmd[5]
-            self.calls.append({"kind": kind, "seed": kw.get("seed")})
+            self.calls.append({"kind": kind, "seed": kw.get("seed"), "pipeline": kw.get("pipeline")})
             res = ({"env_steps": 8000, "env_steps_per_s": 20000.0} if kind == "limit" else
                    {"env_steps": kw["total_env_steps"], "env_steps_per_s": 1000.0, "end_to_end_env_steps_per_s": 500.0,
                     "final_return": 100.0 + kw["seed"], "eval_returns": [100.0], "version": "9.9"})
@@ -284,3 +285,63 @@ def test_markdown_has_the_cold_and_warm_rows_and_the_learning_interval(tmp_path,
     assert f"{d['mean_diff']:+.1f} [{d['ci_low']:+.1f}, {d['ci_high']:+.1f}]" in learning and "no worse" in learning
     assert "NO: the warm runs compiled anew" in compiled
     assert "target >= 60%" in md and "target <= 1 s" in md
+
+
+@pytest.mark.bench
+@pytest.mark.skipif(not (HAS_SB3 and HAS_ALE), reason='stable-baselines3 or ale-py not installed (pip install -e ".[bench]")')
+@pytest.mark.parametrize(("pipeline", "ran", "not_ran"), [
+    # SB3's own pipeline, as its users run it: AtariWrapper on each env, frames stacked by the vector env
+    ("sb3", ["VecTransposeImage", "VecFrameStack", "DummyVecEnv", "AtariWrapper", "Monitor", "AtariEnv"],
+     ["FrameStackObservation", "GameStatistics"]),
+    # like for like: rlsweep's wrappers on SB3's vector env
+    ("rlsweep", ["DummyVecEnv", "FrameStackObservation", "GameStatistics", "AtariPreprocessing", "AtariEnv"],
+     ["AtariWrapper", "VecFrameStack"]),
+])
+def test_sb3_atari_peer_trains_and_evaluates_on_the_pipeline_it_names(tmp_path, pipeline, ran, not_ran) -> None:
+    """The bench's Atari SB3 worker on a tiny budget, in its own process as the bench runs it, with
+    every HTTP(S) request sent to a closed port: ale-py's ROMs ship with it, nothing may download."""
+    import os
+
+    out = tmp_path / "sb3.json"
+    kwargs = {"algo": "atari_ppo", "total_env_steps": 256, "seed": 0, "steady_from_env_steps": 128,
+              "eval_episodes": 2, "overrides": {"n_steps": 16, "n_epochs": 1, "batch_size": 64}, "pipeline": pipeline}
+    offline = {k: "http://127.0.0.1:9" for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
+    proc = subprocess.run([sys.executable, "-m", "rlsweep.bench.worker", "sb3", json.dumps(kwargs), str(out)],
+                          cwd=ROOT, env={**os.environ, **offline, "NO_PROXY": "", "no_proxy": ""},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["pipeline"] == pipeline and r["env_steps"] == 256
+    assert [w for w in r["env_wrappers"] if w in ran] == ran  # present, outermost first
+    assert not set(not_ran) & set(r["env_wrappers"])
+    assert r["env_steps_per_s"] > 0 and r["end_to_end_env_steps_per_s"] > 0
+    assert len(r["eval_returns"]) == 2 and all(math.isfinite(x) for x in r["eval_returns"])
+
+
+def test_atari_row_runs_sb3_both_ways_interleaved_and_labels_each(tmp_path, monkeypatch) -> None:
+    """The Atari comparison's peer sides: SB3 on its own pipeline (the targets' side), then on
+    rlsweep's wrappers, each with its rows; TorchRL, which has no Atari peer, is not run."""
+    from rlsweep.bench import core
+
+    fake = FakeProcesses()
+    monkeypatch.setattr(core.subprocess, "run", fake)
+    atari = next(c for c in core.COMPARISONS if c.algo == "atari_ppo")
+    b = core.Bench(root=ROOT, repeats=2, quick=True, peers=("sb3", "torchrl"), bf16_speedup=1.0,
+                   workdir=tmp_path / "work", overheads=False)
+    comp = core.compare(b, atari, log=lambda m: None)
+    assert list(comp["peers"]) == ["sb3", "sb3_rlsweep_wrappers"]
+    peers = [(c["kind"], c["pipeline"], c["seed"]) for c in fake.calls if c["kind"] not in ("rlsweep", "limit")]
+    assert peers == [("sb3", "sb3", 0), ("sb3", "rlsweep", 0), ("sb3", "rlsweep", 1), ("sb3", "sb3", 1)]
+    assert comp["peer"] == comp["peers"]["sb3"]["peer"] == "stable-baselines3 9.9 as its users run it " \
+        "(make_atari_env + VecFrameStack)"
+    assert comp["peers"]["sb3_rlsweep_wrappers"]["peer"] == "stable-baselines3 9.9 with rlsweep's wrappers (like for like)"
+    assert comp["ratio"] == comp["peers"]["sb3"]["ratio"] and comp["learning"] is None
+    assert len(comp["repeats"]["sb3"]) == len(comp["repeats"]["sb3_rlsweep_wrappers"]) == 2
+    # a bench of the comparisons only (--skip-overheads): no limit or overhead sections
+    res = {"settings": {"repeats": 2, "quick": True, "bf16_matmul_speedup": 1.0}, "fingerprint": {},
+           "load_avg_at_start": [0.5], "load_avg_at_end": [0.6], "comparisons": {"atari": comp}}
+    md = core.markdown(res)
+    rows = [line for line in md.splitlines() if line.startswith("| atari |")]
+    assert len(rows) == 3 * 2 + 2 + 1  # per side a steady and two end-to-end rows, a learning row; one compile row
+    assert sum("as its users run it" in r for r in rows) == sum("like for like" in r for r in rows) == 4
+    assert "## Limit" not in md and "## Framework overhead" not in md

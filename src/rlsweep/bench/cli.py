@@ -1,4 +1,4 @@
-"""``python -m sweeps.bench [--quick] [--repeats N] [--out FILE] [--algos ppo,dqn,sac,atari_ppo] [--peers sb3,torchrl] [--claims]``."""
+"""``python -m sweeps.bench [--quick] [--repeats N] [--out FILE] [--algos ppo,dqn,sac,atari_ppo] [--peers sb3,torchrl] [--skip-overheads] [--claims]``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     p.add_argument("--peers", default=None,
                    help="comma-separated peers to run beside rlsweep: sb3 (required: the targets are against it) "
                         "and torchrl (default: every one installed)")
+    p.add_argument("--skip-overheads", action="store_true",
+                   help="run only the comparisons: no raw-stepping limit, cold start or launcher timings "
+                        "(minutes of their own)")
     p.add_argument("--claims", action="store_true", help="measure the claims table instead (see sweeps/claims.py)")
     args = p.parse_args(argv)
     root = root or Path(__file__).resolve().parents[3]
@@ -54,7 +57,8 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         repeats = args.repeats if args.repeats is not None else (2 if args.quick else 10)
         if repeats < 1:
             p.error(f"--repeats must be at least 1, got {repeats}")
-        b = core.Bench(root=root, repeats=repeats, quick=args.quick, algos=algos, peers=peers)
+        b = core.Bench(root=root, repeats=repeats, quick=args.quick, algos=algos, peers=peers,
+                       overheads=not args.skip_overheads)
         res = core.run(b, log=lambda m: print(m, file=sys.stderr, flush=True))
         text = core.markdown(res)
     print(text)

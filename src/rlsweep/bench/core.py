@@ -76,6 +76,22 @@ def bf16_matmul_speedup(size: int = 256, rounds: int = 6, calls: int = 10) -> fl
         torch.set_num_threads(threads)
 
 
+@dataclass(frozen=True)
+class PeerRun:
+    """One peer side of a comparison: a peer library's worker, run one way.
+
+    A comparison may run one library more than one way (SB3 on Atari: with its own env pipeline, as
+    its users run it, and with rlsweep's wrappers, like for like); each way is a side of its own,
+    interleaved with the others, with its own rows.
+    """
+
+    key: str  # its runs' key and its entry in the comparison's ``peers``
+    library: str  # a PEERS key: the worker kind, and what ``--peers`` selects
+    how: str = ""  # said after the library and version in the rows
+    #: keywords for the worker beyond the comparison's own (e.g. run_sb3's ``pipeline``)
+    worker_kwargs: tuple[tuple[str, Any], ...] = ()
+
+
 #: one comparison per algorithm: preset, env, full budget, quick budget, target ratios on CPU
 @dataclass(frozen=True)
 class Comparison:
@@ -93,8 +109,9 @@ class Comparison:
     end_to_end_targets: tuple[float | None, float | None] = (None, None)
     #: whether the final returns are checked against the peer's (no bar where the budget is too small to learn)
     learning_bar: bool = True
-    #: the peers this comparison has (None: every peer of the bench)
-    peer_keys: tuple[str, ...] | None = None
+    #: the peer sides this comparison has, the first the targets' (None: each peer of the bench, run its one way);
+    #: a side runs when its library is among the bench's peers
+    peer_runs: tuple[PeerRun, ...] | None = None
 
     def quick_overrides(self) -> list[str]:
         return [f"{key}={value}" for key, _, value in self.quick_settings]
@@ -115,11 +132,17 @@ COMPARISONS = (
                (2.5, 2.5)),
     Comparison("sac", "Pendulum-v1", "sb3_sac", 10_000, 750,
                (("algo.learning_starts", "learning_starts", 100),), 2.0, (2.5, 2.5)),
-    # the Nature CNN on Breakout frames against SB3's CnnPolicy with the same wrappers (envs.atari_wrappers);
+    # the Nature CNN on Breakout frames against SB3's PPO CnnPolicy, twice: on SB3's own Atari pipeline
+    # (make_atari_env + VecFrameStack, as SB3's users run it: the target's side) and on rlsweep's
+    # wrappers (envs.atari_wrappers: the same preprocessing code on both sides, like for like);
     # 20 rollouts of 8 x 128 steps: far from learning, so no learning bar; SB3 only (no TorchRL Atari peer)
     Comparison("atari_ppo", "ALE/Breakout-v5", "atari_ppo", 20 * 1024, 8 * 256,
                (("algo.num_steps", "n_steps", 32), ("algo.update_epochs", "n_epochs", 2)), 1.0,
-               learning_bar=False, peer_keys=("sb3",)),
+               learning_bar=False, peer_runs=(
+                   PeerRun("sb3", "sb3", "as its users run it (make_atari_env + VecFrameStack)",
+                           (("pipeline", "sb3"),)),
+                   PeerRun("sb3_rlsweep_wrappers", "sb3", "with rlsweep's wrappers (like for like)",
+                           (("pipeline", "rlsweep"),)))),
 )
 #: what ``--algos`` may name
 ALGOS = tuple(c.algo for c in COMPARISONS)
@@ -165,6 +188,9 @@ class Bench:
     bf16_speedup: float | None = None
     #: scratch folder of the bench's jobs; made by :func:`run`, removed when it ends (also on failure)
     workdir: Path | None = None
+    #: also measure the raw-stepping limit, the cold start and the launchers (minutes that a run of
+    #: one comparison may not want)
+    overheads: bool = True
 
     def toggles(self, algo: str, device: str = "cpu") -> list[str]:
         """The best toggles of ``algo`` on ``device``: BEST_TOGGLES, plus bfloat16 where it pays here."""
@@ -286,7 +312,7 @@ def _target(ratio: float, target: float | None) -> dict[str, Any]:
 
 
 def _peer_summary(c: Comparison, ours: dict[str, list[dict[str, Any]]], runs: list[dict[str, Any]],
-                  label: str) -> dict[str, Any]:
+                  label: str, how: str = "") -> dict[str, Any]:
     """One peer's side of a comparison: steady and end-to-end ratios with intervals, the learning verdict.
 
     Steady state from the warm runs (the cache changes only the warm-up, which it excludes);
@@ -301,7 +327,7 @@ def _peer_summary(c: Comparison, ours: dict[str, list[dict[str, Any]]], runs: li
         e2e[kind] = {"ratio": r, "ratio_ci": rci, "rlsweep_process_wall_s": _median(ours[kind], "process_wall_s"),
                      "peer_process_wall_s": _median(runs, "process_wall_s"), **_target(r, target)}
     returns = [p["final_return"] for p in runs]
-    return {"peer": f"{label} {runs[0]['version']}", "env_steps": runs[0]["env_steps"],
+    return {"peer": f"{label} {runs[0]['version']}" + (f" {how}" if how else ""), "env_steps": runs[0]["env_steps"],
             "peer_env_steps_per_s": statistics.median(p["env_steps_per_s"] for p in runs),
             "ratio": ratio, "ratio_ci": ci, "end_to_end": e2e,
             "peer_final_return": float(np.mean(returns)),
@@ -319,9 +345,15 @@ def _compile_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "served_from_cache": total["fxgraph_hits"] / looked_up if looked_up else None}
 
 
+def peer_sides(b: Bench, c: Comparison) -> tuple[PeerRun, ...]:
+    """The peer sides ``c`` runs on this bench: its own, or each bench peer's one way; libraries the bench has."""
+    sides = c.peer_runs if c.peer_runs is not None else tuple(PeerRun(key, key) for key in b.peers)
+    return tuple(p for p in sides if p.library in b.peers)
+
+
 def compare(b: Bench, c: Comparison, log: Any = print) -> dict[str, Any]:
-    peer_runs: dict[str, list[dict[str, Any]]] = {
-        key: [] for key in b.peers if c.peer_keys is None or key in c.peer_keys}
+    how = {p.key: p for p in peer_sides(b, c)}
+    peer_runs: dict[str, list[dict[str, Any]]] = {key: [] for key in how}
     ours: dict[str, list[dict[str, Any]]] = {kind: [] for kind in CACHE_KINDS}
     # the warm cache: filled by one untimed run of the very config the warm runs use (only the
     # seed differs, which the compiled graphs do not depend on: the warm runs' records show it as
@@ -346,16 +378,18 @@ def compare(b: Bench, c: Comparison, log: Any = print) -> dict[str, Any]:
                     ours["warm"][-1]["raw_limit_env_steps_per_s"] = _raw_limit(b, r)
             else:
                 peer_runs[side].append(run_worker(
-                    b, side, algo=c.algo, seed=r, steady_from_env_steps=steady_from,
+                    b, how[side].library, algo=c.algo, seed=r, steady_from_env_steps=steady_from,
                     total_env_steps=c.quick_env_steps if b.quick else c.total_env_steps,
-                    eval_episodes=3 if b.quick else 10, overrides=c.quick_peer_kwargs() if b.quick else {}))
+                    eval_episodes=3 if b.quick else 10, overrides=c.quick_peer_kwargs() if b.quick else {},
+                    **dict(how[side].worker_kwargs)))
         log(f"  {c.name} repeat {r + 1}/{b.repeats} (seed {r}): steady rlsweep {ours['warm'][-1]['env_steps_per_s']:.0f} vs "
             + ", ".join(f"{key} {runs[-1]['env_steps_per_s']:.0f}" for key, runs in peer_runs.items())
             + " env-steps/s; whole process rlsweep cold "
             + f"{ours['cold'][-1]['process_wall_s']:.1f} s, warm {ours['warm'][-1]['process_wall_s']:.1f} s vs "
             + ", ".join(f"{key} {runs[-1]['process_wall_s']:.1f} s" for key, runs in peer_runs.items()))
     labels = {p.key: p.label for p in PEERS}
-    peers = {key: _peer_summary(c, ours, runs, labels[key]) for key, runs in peer_runs.items()}
+    peers = {key: _peer_summary(c, ours, runs, labels[how[key].library], how[key].how)
+             for key, runs in peer_runs.items()}
     main = peers[next(iter(peer_runs))]
     compile_stats = {kind: _compile_summary(runs) for kind, runs in ours.items()}
     warm_cc = compile_stats["warm"]
@@ -559,11 +593,12 @@ def _run(b: Bench, log: Any, started: float) -> dict[str, Any]:
         result[c.name] = {k: v for k, v in comp.items() if k != "repeats"}
         if c.algo == "ppo":
             ppo_runs = comp["repeats"]["rlsweep_warm"]
-    log("limit")
-    result["limit"] = limit(b, ppo_runs, log)
-    log("framework overhead")
-    result["cold_start"] = cold_start(b, log)
-    result["launchers"] = launcher_overhead(b, log)
+    if b.overheads:
+        log("limit")
+        result["limit"] = limit(b, ppo_runs, log)
+        log("framework overhead")
+        result["cold_start"] = cold_start(b, log)
+        result["launchers"] = launcher_overhead(b, log)
     result["load_avg_at_end"] = os.getloadavg()
     result["bench_wall_s"] = time.time() - started
     return result
@@ -662,6 +697,8 @@ def markdown(res: dict[str, Any]) -> str:
               "|---|---:|---|---:|---|---|"]
     for name, c in comps.items():
         lines.append(_compile_row(name, c))
+    if "limit" not in res:  # --skip-overheads
+        return "\n".join(lines) + "\n"
     lim = res["limit"]
     frac = lim["collection_fraction"]
     lines += ["", "## Limit", "",

@@ -29,8 +29,11 @@ SB3_SETTINGS: dict[str, dict[str, Any]] = {
         gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
         policy_kwargs=dict(net_arch=[256, 256]))},
     # CnnPolicy: the Nature CNN shared by both heads, frames scaled by 1/255, Adam eps 1e-5, as rlsweep's;
-    # the learning rate annealed linearly to 0 as rlsweep's anneal_lr (rl-zoo also anneals the clip range)
-    "atari_ppo": {"env_id": "ALE/Breakout-v5", "n_envs": 8, "policy": "CnnPolicy", "atari": True, "kwargs": dict(
+    # the learning rate annealed linearly to 0 as rlsweep's anneal_lr (rl-zoo also anneals the clip range).
+    # sb3_env_id: the id SB3's docs and rl-zoo give make_atari_env; its emulator settings are those of
+    # rlsweep's env=breakout (ALE/Breakout-v5 made with frameskip=1, repeat_action_probability=0.0)
+    "atari_ppo": {"env_id": "ALE/Breakout-v5", "sb3_env_id": "BreakoutNoFrameskip-v4", "n_envs": 8,
+                  "policy": "CnnPolicy", "atari": True, "kwargs": dict(
         learning_rate=lambda remaining: remaining * 2.5e-4, n_steps=128, batch_size=256, n_epochs=4, gamma=0.99,
         gae_lambda=0.95, clip_range=0.1, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5)},
 }
@@ -74,12 +77,28 @@ def peer_record(clock: SteadyClock, env_steps: int, t_start: float, t0: float, t
     }
 
 
+#: how an Atari peer's envs are made (``run_sb3``'s ``pipeline``)
+PIPELINES = {
+    # what an SB3 user writes: make_atari_env (AtariWrapper on each env) + VecFrameStack(n_stack=4),
+    # evaluated with evaluate_policy on the same pipeline
+    "sb3": "make_atari_env + VecFrameStack(n_stack=4)",
+    # rlsweep's own wrapper stack (envs.atari_wrappers) on SB3's vector env and rlsweep's evaluation:
+    # identical preprocessing on both sides, so the ratio is the training code's alone
+    "rlsweep": "rlsweep's envs.atari_wrappers on make_vec_env",
+}
+
+
 def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: int,
-            eval_episodes: int = 10, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+            eval_episodes: int = 10, overrides: dict[str, Any] | None = None,
+            pipeline: str = "sb3") -> dict[str, Any]:
     """Train SB3's ``algo`` for ``total_env_steps`` on 1 intra-op thread and measure it.
 
     ``overrides`` replace hyper-parameters (the bench's quick mode shrinks both sides alike).
+    ``pipeline`` (a key of PIPELINES) says how an Atari game's envs are made; the other envs are
+    make_vec_env's either way. ale-py ships its ROMs: nothing is downloaded.
     """
+    if pipeline not in PIPELINES:
+        raise ValueError(f"unknown pipeline {pipeline!r}: {', '.join(PIPELINES)}")
     import torch
 
     torch.set_num_threads(1)
@@ -104,7 +123,10 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
 
     t_start = time.perf_counter()
     env_cfg = _env_config(algo)
-    if env_cfg.atari:  # rlsweep's own wrapper stack (envs.atari_wrappers) on every env: identical preprocessing
+    sb3_atari = env_cfg.atari and pipeline == "sb3"
+    if sb3_atari:
+        env = _sb3_atari_env(s["sb3_env_id"], s["n_envs"], seed)
+    elif env_cfg.atari:
         from functools import partial
 
         from rlsweep.envs import atari_wrappers, register_ale
@@ -122,8 +144,60 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
     t0 = time.perf_counter()
     model.learn(total_timesteps=total_env_steps, callback=SteadyMark(clock), progress_bar=False)
     t_end = time.perf_counter()
-    returns = _evaluate(model, env_cfg, eval_episodes, seed + 10_000) if eval_episodes > 0 else []
-    return peer_record(clock, int(model.num_timesteps), t_start, t0, t_end, returns, sb3.__version__)
+    if eval_episodes <= 0:
+        returns = []
+    elif sb3_atari:
+        returns = _evaluate_sb3_atari(model, s["sb3_env_id"], eval_episodes, seed + 10_000)
+    else:
+        returns = _evaluate(model, env_cfg, eval_episodes, seed + 10_000)
+    record = peer_record(clock, int(model.num_timesteps), t_start, t0, t_end, returns, sb3.__version__)
+    if env_cfg.atari:
+        record["pipeline"] = pipeline
+        record["env_wrappers"] = env_wrappers(model.get_env())
+    return record
+
+
+def _sb3_atari_env(env_id: str, n_envs: int, seed: int) -> Any:
+    """SB3's Atari pipeline as its docs write it (the registration is the step SB3's docs ask of gymnasium 1.x)."""
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed), n_stack=4)
+
+
+def _evaluate_sb3_atari(model: Any, env_id: str, episodes: int, seed: int) -> list[float]:
+    """Deterministic game scores of ``episodes`` episodes, one per env, as an SB3 user evaluates.
+
+    evaluate_policy reads Monitor's whole-game scores (Monitor sits under AtariWrapper: raw
+    scores, a lost life is not an episode's end), as rlsweep's evaluation reports whole games.
+    """
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env = _sb3_atari_env(env_id, episodes, seed)
+    try:
+        returns, _ = evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True,
+                                     return_episode_rewards=True)
+    finally:
+        env.close()
+    return [float(r) for r in returns]
+
+
+def env_wrappers(venv: Any) -> list[str]:
+    """Class names from the outer vector-env wrapper down to the first env's ALE env: what the peer ran."""
+    names = []
+    while venv is not None:
+        names.append(type(venv).__name__)
+        inner = getattr(venv, "venv", None)
+        if inner is None:
+            env = venv.envs[0] if hasattr(venv, "envs") else None
+            while env is not None:
+                names.append(type(env).__name__)
+                env = getattr(env, "env", None)
+        venv = inner
+    return names
 
 
 def _evaluate(model: Any, env_cfg: Any, episodes: int, seed: int) -> list[float]:
