@@ -1,6 +1,6 @@
 """Bad input, table-driven, through the real `python -m sweeps.train`.
 
-Every malformed invocation exits non-zero before any job starts, with one clear message and no
+Every malformed invocation exits with status 2 before any job starts, with one clear message and no
 Python traceback (unless RLSWEEP_DEBUG=1 asks for one), and leaves no output folder behind: not
 the one it was given, nor Hydra's default ones under the working directory. The message appears
 once: not also as the warning Hydra makes of an exception in a callback, nor again when Hydra goes
@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT
+from helpers import PLUGIN_CONF, ROOT
 
 from rlsweep.results import read_result
 
 # tiny, and valid for every algorithm (a case's own value of a key comes later, and wins)
 FAST = ["progress=false", "logger.mode=disabled", "total_env_steps=512", "eval_episodes=2"]
+TD3_CONF = PLUGIN_CONF["td3"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ class Case:
 
     ``out`` is where the run (or with ``-m``, the sweep) is told to write; ``{tmp}`` is the case's
     own folder; None passes no folder (Hydra's defaults under the working directory apply).
-    ``message`` must appear exactly once in stderr; ``status`` is the exit status where it is
-    rlsweep's (2), None where Hydra or argparse reports the error (any non-zero status).
+    ``message`` must appear exactly once in stderr. The exit status is 2 whichever found the error:
+    rlsweep's checks, Hydra's composition or argparse.
     """
 
     id: str
@@ -45,7 +46,6 @@ class Case:
     out: str | None = "{tmp}/out"
     env: dict[str, str] = field(default_factory=dict)
     flags: tuple[str, ...] = ()  # command-line flags, after the overrides (argparse wants them together)
-    status: int | None = None
 
 
 BOTH = ("run", "multirun")
@@ -53,37 +53,54 @@ NO_CREDENTIALS = {"WANDB_API_KEY": "", "NETRC": "/nonexistent/netrc"}
 
 CASES = [
     # typos in groups, options and keys
-    Case("group-option-typo", ("compile=maxautotune",), "Could not find 'compile/maxautotune'", modes=BOTH),
-    Case("algo-typo", ("algo=ppp",), "Could not find 'algo/ppp'"),
-    Case("dtype-typo", ("dtype=bf16",), "Could not find 'dtype/bf16'"),
+    Case("group-option-typo", ("compile=maxautotune",), "compile=maxautotune is not an option of compile (did you "
+         "mean compile=max-autotune?); choose one of: default, max-autotune,", modes=BOTH),
+    Case("algo-typo", ("algo=ppp",), "algo=ppp is not an option of algo (did you mean algo=ppo?)"),
+    Case("dtype-typo", ("dtype=bf16",), "dtype=bf16 is not an option of dtype (did you mean dtype=bfloat16?); choose "
+         "one of: bfloat16, float16, float32", modes=BOTH),
     # an optional group: Hydra itself would run without the preset
     Case("experiment-typo", ("experiment=smok",), "experiment=smok is not an option of experiment (did you mean "
          "experiment=smoke?)", modes=BOTH),
     Case("slurm-limit-shorter-than-its-signal", ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=2"),
          "hydra.launcher.timeout_min=2 leaves no time to train", modes=("multirun",)),
-    Case("launcher-typo", ("hydra/launcher=submitit_locall",), "Could not find 'hydra/launcher/submitit_locall'"),
+    Case("launcher-typo", ("hydra/launcher=submitit_locall",), "hydra/launcher=submitit_locall is not an option of "
+         "hydra/launcher (did you mean hydra/launcher=submitit_local?)"),
     Case("no-local-job-at-a-time", ("hydra/launcher=submitit_local", "hydra.launcher.max_parallel=0"),
-         "hydra.launcher.max_parallel=0: at least 1 job must run at a time", modes=("multirun",), status=2),
-    Case("group-name-typo", ("envv=cartpole",), "Key 'envv' not in 'TrainConfig'"),
-    Case("unknown-key", ("algo.nonexistent=1",), "Key 'nonexistent' not in 'PPOConfig'", modes=BOTH),
-    Case("key-typo", ("algo.learning_rate=0.1",), "Key 'learning_rate' not in 'PPOConfig'"),
-    Case("top-level-key-typo", ("seeed=1",), "Key 'seeed' not in 'TrainConfig'"),
+         "hydra.launcher.max_parallel=0: at least 1 job must run at a time", modes=("multirun",)),
+    # unknown keys: the closest ones, never Hydra's advice to add the key with + (checked for every case)
+    Case("group-name-typo", ("envv=cartpole",), "envv is not a key of the config (TrainConfig); did you mean env?"),
+    Case("unknown-key", ("algo.nonexistent=1",), "algo.nonexistent is not a hyper-parameter of rlsweep.algos.ppo.PPO "
+         "(not in its schema, PPOConfig); its keys: activation, anneal_lr,", modes=BOTH),
+    Case("key-typo", ("algo.lrr=0.001",), "algo.lrr is not a hyper-parameter of rlsweep.algos.ppo.PPO (not in its "
+         "schema, PPOConfig); did you mean algo.lr?", modes=BOTH),
+    Case("key-typo-added", ("+algo.lrr=0.001",), "algo.lrr is not a hyper-parameter of rlsweep.algos.ppo.PPO (not in "
+         "its schema, PPOConfig); did you mean algo.lr?", modes=BOTH),
+    Case("plugin-key-typo", ("algo=td3", "algo.lrr=0.001"), "algo.lrr is not a hyper-parameter of examples.td3.td3.TD3 "
+         "(not in its schema, TD3Config); did you mean algo.lr?", modes=BOTH, flags=("--config-dir", str(TD3_CONF))),
+    Case("toggle-typo", ("twin_module=true",), "twin_module is not a key of the config (TrainConfig); did you mean "
+         "twin_modules?", modes=BOTH),
+    Case("toggle-typo-added", ("+twin_module=true",), "twin_module is not a key of the config (TrainConfig); did you "
+         "mean twin_modules?", modes=BOTH),
+    Case("top-level-key-typo", ("seeed=1",), "seeed is not a key of the config (TrainConfig); did you mean seed?"),
+    Case("group-key-typo", ("compile.moed=default",), "compile.moed is not a key of compile (CompileConfig); did you "
+         "mean compile.mode?"),
     Case("choice-by-key-typo", ("compile.mode=fast",), "compile.mode='fast' is not valid; choose one of"),
     Case("logger-mode-typo", ("logger.mode=offlne",), "logger.mode='offlne' is not valid"),
     Case("unknown-flag", ("--frobnicate",), "unrecognized arguments: --frobnicate"),
     Case("conflicting-flags", (), "Only one of --run, --multirun", modes=("multirun",), flags=("--cfg", "job")),
     # wrong types
     Case("bool-not-bool", ("twin_modules=maybe",), "Value 'maybe' is not a valid bool", modes=BOTH),
-    Case("int-not-int", ("seed=abc",), "Value 'abc' of type 'str' could not be converted to Integer"),
+    Case("int-not-int", ("seed=abc",), "Value 'abc' of type 'str' could not be converted to Integer", modes=BOTH),
     # ... in one job of a sweep: Hydra composed the sweep without it, the callback composes each job
     Case("wrong-type-in-a-sweep", ("algo.lr=0.001,abc",), "Value 'abc' of type 'str' could not be converted to Float",
-         modes=("multirun",), status=2),
-    Case("option-typo-in-a-sweep", ("compile=none,bogus",), "Could not find 'compile/bogus'", modes=("multirun",),
-         status=2),
-    Case("new-key", ("+foo=1",), "Key 'foo' not in 'TrainConfig'", modes=("multirun",), status=2),
+         modes=("multirun",)),
+    Case("option-typo-in-a-sweep", ("compile=none,bogus",), "compile=bogus is not an option of compile; choose one of:",
+         modes=("multirun",)),
+    Case("new-key", ("+foo=1",), "foo is not a key of the config (TrainConfig); its keys: algo, backend,",
+         modes=("multirun",)),
     # broken sweep syntax
     Case("unclosed-range", ("seed=range(0,3",), "no viable alternative at input 'range(0,3'", modes=("multirun",)),
-    Case("zero-step-range", ("seed=range(0,3,0)",), "range() arg 3 must not be zero", modes=("multirun",), status=2),
+    Case("zero-step-range", ("seed=range(0,3,0)",), "range() arg 3 must not be zero", modes=("multirun",)),
     Case("int-given-float", ("total_env_steps=1.5",), "Value '1.5' of type 'float' could not be converted to Integer"),
     Case("float-not-float", ("algo.lr=fast",), "could not be converted to Float"),
     Case("list-not-list", ("algo.hidden_sizes=64",), "int is not a ListConfig, list or tuple"),
@@ -101,11 +118,11 @@ CASES = [
     Case("gamma-above-one", ("algo.gamma=1.5",), "algo.gamma must be in (0, 1]"),
     Case("eps-fraction-above-one", ("algo=dqn", "algo.exploration_fraction=2"),
          "algo.exploration_fraction must be in [0.0, 1.0]"),
-    Case("overflowing-lr", ("algo.lr=1e999",), "algo.lr must be finite, got inf", modes=("multirun",), status=2),
+    Case("overflowing-lr", ("algo.lr=1e999",), "algo.lr must be finite, got inf", modes=("multirun",)),
     Case("negative-warmup", ("warmup_iters=-1",), "warmup_iters must be >= 0"),
-    Case("negative-seed", ("seed=-1",), "seed must be in [0, 4294967295], got -1", status=2),  # numpy's range
+    Case("negative-seed", ("seed=-1",), "seed must be in [0, 4294967295], got -1"),  # numpy's range
     Case("seed-too-large", ("seed=0,4294967296",), "seed must be in [0, 4294967295], got 4294967296",
-         modes=("multirun",), status=2),
+         modes=("multirun",)),
     Case("huge-eval", ("eval_episodes=100000",), "eval_episodes must be in [0, 1000]"),
     Case("zero-episode-limit", ("env.max_episode_steps=0",), "env.max_episode_steps must be > 0"),
     Case("zero-threads", ("backend.num_threads=0",), "backend.num_threads must be > 0"),
@@ -115,7 +132,7 @@ CASES = [
     Case("env-id-typo", ("env.id=CartPol-v1",), "Did you mean: CartPole-v1", modes=BOTH),
     Case("unknown-env-id", ("env.id=NoSuchEnv-v9",), "'NoSuchEnv-v9' is not a registered gymnasium environment"),
     Case("unknown-env-id-in-a-sweep", ("env.id=Nope-v0,CartPole-v1",),
-         "'Nope-v0' is not a registered gymnasium environment", modes=("multirun",), status=2),
+         "'Nope-v0' is not a registered gymnasium environment", modes=("multirun",)),
     Case("env-module-missing", ("env.id=no_such_module:Foo-v0",), "module 'no_such_module' cannot be imported"),
     Case("vectorization-typo", ("env.vectorization=threads",), "env.vectorization='threads' is not valid"),
     # algorithm / env mismatches
@@ -146,7 +163,7 @@ CASES = [
     Case("output-dir-under-a-file", (), "is a file", out="{tmp}/a-file/out", modes=BOTH),
     Case("unbalanced-quote-in-dir", (), "override_grammar", out="'{tmp}/my sweep", modes=BOTH),
     Case("unresolvable-dir", (), "Environment variable 'RLSWEEP_NO_SUCH_VAR' not found",
-         out="${{oc.env:RLSWEEP_NO_SUCH_VAR}}/out", modes=BOTH, status=2),
+         out="${{oc.env:RLSWEEP_NO_SUCH_VAR}}/out", modes=BOTH),
     Case("resume-without-its-folder", ("resume=true",), "resume=true needs the folder", out=None, modes=BOTH),
 ]
 
@@ -191,8 +208,10 @@ def test_the_table_is_big_enough() -> None:
 def test_bad_input_fails_before_any_job_with_one_message(outcomes: dict, case: Case, mode: str) -> None:
     result = outcomes[(case.id, mode)]
     proc = result["proc"]
-    assert (proc.returncode != 0) if case.status is None else (proc.returncode == case.status), proc.stderr[-3000:]
+    assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.count(case.message) == 1, proc.stderr[-3000:]  # once: not also a warning, nor again
+    assert "To append to your config use +" not in proc.stderr  # Hydra's advice, wrong for a key that has a schema
+    assert proc.stderr.lstrip().startswith(("rlsweep: ", "usage: ")), proc.stderr[-3000:]  # ours, or argparse's
     assert "Traceback" not in proc.stderr + proc.stdout
     assert len([line for line in proc.stderr.splitlines() if line.strip()]) <= 20  # one message, not a log
     assert "training" not in proc.stdout + proc.stderr  # no job started
@@ -210,7 +229,7 @@ def test_rlsweep_debug_shows_the_traceback(tmp_path: Path, args: list[str], trac
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "sweeps.train", *FAST, *args, f"hydra.run.dir={out}"], cwd=ROOT,
                           env={**os.environ, "RLSWEEP_DEBUG": "1"}, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert all(t in proc.stderr for t in trace), proc.stderr[-3000:]
     assert not out.exists()
 

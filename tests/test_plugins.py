@@ -31,9 +31,14 @@ def _plugin_conf(tmp_path: Path, body: str) -> Path:
     ("algo:\n  _target_: collections.OrderedDict\n", [], "is not an Algorithm"),
     ("algo:\n  _target_: rlsweep.algos.nope.X\n", [], "cannot be imported"),
     ("algo:\n  _target_: examples.td3.td3.TD3\n", ["+algo.momentum=0.9"], "algo.momentum is not a hyper-parameter"),
+    # a hyper-parameter of the class's schema that the YAML file leaves out is added with +, and only then
+    ("algo:\n  _target_: examples.td3.td3.TD3\n", ["algo.policy_noise=0.1"],
+     "algo.policy_noise is a hyper-parameter of examples.td3.td3.TD3 that its config file does not list: set it "
+     "with +algo.policy_noise=<value>"),
     ("algo:\n  _target_: examples.td3.td3.TD3\n  tau: abc\n", [], "algo.tau"),
     ("algo:\n  _target_: examples.td3.td3.TD3\n  policy_frequency: 0\n", [], "algo.policy_frequency must be >= 1"),
-], ids=["no-module", "not-an-algorithm", "no-class", "unknown-hyper-parameter", "wrong-type", "plugin-check"])
+], ids=["no-module", "not-an-algorithm", "no-class", "unknown-hyper-parameter", "unlisted-hyper-parameter",
+        "wrong-type", "plugin-check"])
 def test_a_broken_plugin_fails_before_any_job_with_one_message(tmp_path, body, extra, message) -> None:
     _assert_refused(tmp_path, body, extra, message, multirun=False)
 

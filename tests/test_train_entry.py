@@ -100,6 +100,9 @@ def test_sweep_with_the_basic_launcher_and_a_failing_job(tmp_path: Path) -> None
     assert run_exit_code(failed[0]) == 1
     assert (sweep / "report" / "summary.md").is_file()
     assert "non-finite loss" in (sweep / "report" / "summary.md").read_text()
+    # its runs are offline: the sweep ends with the line that uploads them and its workspace
+    upload = f"wandb sync {sweep}/*/wandb/offline-run-* && python -m rlsweep.report.workspace {sweep}/report/"
+    assert proc.stdout.count(upload) == 1, proc.stdout[-3000:]
 
 
 def run_exit_code(record: dict) -> int:
@@ -120,10 +123,91 @@ def test_sweep_with_submitit_local(tmp_path: Path) -> None:
         assert r["job"]["max_parallel"] == usable_cpus()
     assert {read_result(sweep / str(i))["toggles"]["twin_modules"]["value"] for i in (0, 1)} == {False, True}
     assert (sweep / "report" / "report.json").is_file()
+    assert "wandb sync" not in proc.stdout  # nothing logged to W&B, nothing to upload
 
 
 # Bad input (typos, wrong types, budgets, env ids, mismatches, devices, folders, conflicts) is
 # table-tested through this same entry point in test_bad_input.py.
+
+
+def _offline_job(folder: Path, run_id: str, wandb_dir: Path | None = None, parts: int = 1) -> list[Path]:
+    """A job's record that logged offline to W&B as run ``run_id`` (``parts`` folders: resumed), and its run folders."""
+    from rlsweep.results import write_result
+
+    runs = [(wandb_dir or folder) / "wandb" / f"offline-run-2026120{i}_000000-{run_id}" for i in range(1, parts + 1)]
+    for run in runs:
+        run.mkdir(parents=True)
+    write_result(folder, {"status": "ok", "logging": {
+        "wandb_mode": "offline", "wandb_run_id": run_id, "wandb_dir": str(wandb_dir) if wandb_dir else None,
+        "wandb_run_dir": str(runs[-1])}})
+    return runs
+
+
+def test_the_upload_line_names_exactly_the_sweeps_offline_runs(tmp_path: Path) -> None:
+    import shlex
+    import subprocess
+
+    from rlsweep.cli import offline_sync_command
+    from rlsweep.report.workspace import WORKSPACE_FILE
+    from rlsweep.tracking import stable_run_id
+
+    sweep = tmp_path / "my sweep"  # a space: the line must survive the shell
+    report = sweep / "report"
+    runs = _offline_job(sweep / "0", "aaa", parts=2) + _offline_job(sweep / "1", "bbb")
+    runs += [report / "wandb" / f"offline-run-20261201_000000-{stable_run_id(report)}"]  # the report's own run
+    runs[-1].mkdir(parents=True)
+    (report / WORKSPACE_FILE).write_text("{}")
+    line = offline_sync_command(sweep)
+    assert line == (f"wandb sync {shlex.quote(str(sweep))}/*/wandb/offline-run-* && python -m "
+                    f"rlsweep.report.workspace {shlex.quote(str(report / WORKSPACE_FILE))}")
+    echo = line.split(" && ")[0].replace("wandb sync", "printf '%s\\n'", 1)
+    named = subprocess.run(["bash", "-c", echo], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert sorted(named) == sorted(map(str, runs))
+
+    # a W&B folder shared with another sweep (logger.dir): this sweep's runs one by one, not the other's
+    shared = tmp_path / "shared"
+    _offline_job(tmp_path / "another sweep" / "0", "ccc", wandb_dir=shared)
+    ours = _offline_job(tmp_path / "this sweep" / "0", "ddd", wandb_dir=shared)
+    assert offline_sync_command(tmp_path / "this sweep") == f"wandb sync {shlex.quote(str(ours[0]))}"
+
+
+def test_no_upload_line_without_offline_runs(tmp_path: Path) -> None:
+    from rlsweep.cli import offline_sync_command
+    from rlsweep.results import write_result
+
+    write_result(tmp_path / "0", {"status": "ok", "logging": {"wandb_mode": "disabled", "wandb_run_id": None}})
+    write_result(tmp_path / "1", {"status": "ok", "logging": {"wandb_mode": "online", "wandb_run_id": "x"}})
+    assert offline_sync_command(tmp_path) is None
+
+
+def test_help_is_rlsweeps_page(tmp_path: Path) -> None:
+    """--help: what rlsweep is, its commands, the groups a user chooses (a --config-dir's too), every
+    toggle of the registry with its values, and the docs; not Hydra's page with its schema/* groups."""
+    from helpers import PLUGIN_CONF, ROOT
+
+    from rlsweep.toggles import TOGGLES, text
+
+    proc = run_train(["--config-dir", str(PLUGIN_CONF["td3"]), "--help"], cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = proc.stdout
+    assert page.startswith("rlsweep: benchmark what you are doing")
+    assert "python -m sweeps.train -m compile=none,default twin_modules=false,true" in page
+    assert "schema" not in page and "Powered by Hydra" not in page and "hydra/hydra_logging" not in page
+
+    def section(title: str) -> str:
+        return page.split(f"== {title}")[1].split("\n==")[0]
+
+    groups = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in section("Config groups").splitlines()
+                                                if ":" in line)}
+    assert groups["algo"].split(", ") == ["dqn", "ppo", "sac", "td3"]
+    assert "submitit_slurm" in groups["hydra/launcher"] and "smoke" in groups["experiment"]
+    toggles = section("Toggles")
+    for t in TOGGLES:
+        if t.values is not None:
+            assert " | ".join(text(v) for v in sorted(t.values, key=lambda v: v != t.off_value)) in toggles, t.name
+    for doc in ("README.md", "docs/toggles.md", "docs/bad-input.md", "docs/plugins.md"):
+        assert doc in page
+    assert list(tmp_path.iterdir()) == []  # no outputs/ folder
 
 
 @pytest.mark.slow  # a real sweep / measurement (tens of seconds): the slow tier

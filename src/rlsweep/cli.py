@@ -48,13 +48,23 @@ def train_entry() -> Iterator[None]:
     """Around the Hydra main of ``sweeps/train.py``.
 
     - ``RLSWEEP_DEBUG=1`` turns on Hydra's full tracebacks too (``HYDRA_FULL_ERROR=1``).
+    - Bad input that Hydra finds itself (an option or key that does not exist, a value of the wrong
+      type) ends as rlsweep's checks do: one message, exit status 2, before any output folder exists.
     - SIGTERM outside a training loop stops like Ctrl-C (inside one, the loop checkpoints first).
     - After a multirun, also one whose jobs failed or were interrupted: the comparison report.
     - Ctrl-C / SIGTERM ends with one line that says how to continue, exit status 128 + signal.
     - The process's exit skips the last garbage collection (:func:`skip_final_gc_at_exit`).
     """
     from rlsweep import folder_lock
-    from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_RUN_DIR, LAST_SWEEP_DIR, debug_enabled
+    from rlsweep.hydra_callbacks import (
+        LAST_LAUNCHER,
+        LAST_RUN_DIR,
+        LAST_SWEEP_DIR,
+        command_accepted,
+        debug_enabled,
+        hydra_errors_as_bad_input,
+        refuse,
+    )
 
     skip_final_gc_at_exit()
     if debug_enabled():
@@ -69,7 +79,7 @@ def train_entry() -> Iterator[None]:
         raise SystemExit(2)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        with finish_sweep():
+        with finish_sweep(), hydra_errors_as_bad_input():
             yield
     except KeyboardInterrupt as exc:
         if debug_enabled():
@@ -82,7 +92,9 @@ def train_entry() -> Iterator[None]:
         print(f"rlsweep: stopped by {name}. Interrupted jobs wrote a checkpoint and an `interrupted` record; "
               f"to continue, run the same command again with resume=true {_override(key, where)}", file=sys.stderr)
         raise SystemExit(128 + getattr(signal, name)) from None
-    except Exception as exc:  # Hydra reports errors of composition and of jobs itself; this is the rest
+    except Exception as exc:  # Hydra reports errors of jobs itself; this is the rest
+        if not command_accepted():  # the command line's, outside Hydra's report: --help with a typo, flags
+            refuse(exc)
         if debug_enabled():
             raise
         print(f"rlsweep: {type(exc).__name__}: {exc}\n(RLSWEEP_DEBUG=1 shows the traceback)", file=sys.stderr)
@@ -166,7 +178,8 @@ def _override(key: str, path: str) -> str:
 
 @contextlib.contextmanager
 def finish_sweep() -> Iterator[None]:
-    """After a multirun -- also one whose jobs failed -- write the comparison report.
+    """After a multirun -- also one whose jobs failed -- write the comparison report, and when its
+    jobs logged to W&B offline, print the one line that uploads them (:func:`offline_sync_command`).
 
     Hydra skips ``on_multirun_end`` when a job failed, so the report runs here, around the whole
     Hydra main, from the sweep folder the callback recorded at ``on_multirun_start``. A launcher
@@ -198,6 +211,59 @@ def finish_sweep() -> Iterator[None]:
             except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
                 print(f"rlsweep: the sweep report failed ({type(exc).__name__}: {exc}); "
                       f"run `python -m sweeps.report {sweep}`", file=sys.stderr)
+            try:
+                upload = offline_sync_command(sweep)
+            except Exception as exc:  # noqa: BLE001 - a hint only
+                log.warning("finding the sweep's offline W&B runs failed: %s", exc)
+                upload = None
+            if upload:
+                print(f"\nW&B: this sweep's runs are offline. To upload them and save its workspace to W&B:\n  {upload}",
+                      flush=True)
+
+
+def _offline_runs(base: Path, run_id: str) -> list[Path]:
+    """The offline W&B folders of run ``run_id`` in ``base`` (``wandb/``): a resumed run has one per part."""
+    return sorted(p for p in base.glob("offline-run-*") if p.name.split("-", 3)[-1].split("-")[0] == run_id)
+
+
+def offline_sync_command(sweep: Path) -> str | None:
+    """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with
+    ``wandb sync``, then saves the sweep's workspace with :mod:`rlsweep.report.workspace`; None when
+    no job logged offline.
+
+    The runs are named by one glob over the sweep folder where that names exactly them (jobs that
+    logged into their own folders), else one by one (``logger.dir`` shared with other sweeps).
+    """
+    from rlsweep.hydra_callbacks import _walk_records
+    from rlsweep.report.workspace import WORKSPACE_FILE
+    from rlsweep.tracking import stable_run_id
+
+    sweep = sweep.resolve()
+    report = sweep / "report"  # the report's own run is in the jobs' logger.dir, else in this folder
+    runs: list[Path] = []
+    report_roots = {report}
+    for folder, record in _walk_records(sweep):
+        logged = record.get("logging") or {}
+        if logged.get("wandb_mode") != "offline" or not logged.get("wandb_run_id"):
+            continue
+        root = Path(logged["wandb_dir"]) if logged.get("wandb_dir") else folder
+        if logged.get("wandb_dir"):
+            report_roots.add(root)
+        runs += _offline_runs(root / "wandb", str(logged["wandb_run_id"]))
+    if not runs:
+        return None
+    for root in report_roots:
+        runs += _offline_runs(root / "wandb", stable_run_id(report))
+    runs = sorted({r.resolve() for r in runs})
+    if runs == sorted(p.resolve() for p in sweep.glob("*/wandb/offline-run-*")):
+        where = f"{shlex.quote(str(sweep))}/*/wandb/offline-run-*"
+    else:
+        where = " ".join(shlex.quote(str(r)) for r in runs)
+    line = f"wandb sync {where}"
+    definition = report / WORKSPACE_FILE
+    if definition.is_file():
+        line += f" && python -m rlsweep.report.workspace {shlex.quote(str(definition))}"
+    return line
 
 
 def _running_records(sweep: Path) -> list[tuple[Path, dict[str, Any]]]:

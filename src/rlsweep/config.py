@@ -13,6 +13,8 @@ first one is launched.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -206,7 +208,10 @@ _BUILTIN_ALGO_SCHEMAS = (PPOConfig, DQNConfig, SACConfig)
 
 
 def register_configs() -> None:
-    """Register the schemas with Hydra's ConfigStore (idempotent)."""
+    """Register the schemas with Hydra's ConfigStore, and the resolver of the --help page (idempotent)."""
+    from rlsweep.help import register_resolver
+
+    register_resolver()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     for schema in _BUILTIN_ALGO_SCHEMAS:
@@ -246,15 +251,40 @@ def typed_algo(node: Any) -> Any:
     target = OmegaConf.select(node, "_target_", default=None) if OmegaConf.is_config(node) else None
     cls = algorithm_class(target)
     schema = cls.config_class
+    accepted = [f.name for f in dataclasses.fields(schema)]
+    # a key added with `+algo.<key>=...` to a node typed with a built-in's schema survives the merge
+    # below, and to_object would then drop it without a word
+    extra = [k for k in node.keys() if k not in accepted] if OmegaConf.is_dict(node) else []
+    if extra:
+        raise ConfigError(unknown_key_message(f"algo.{extra[0]}", accepted, algo_owner(target, schema)))
     try:
         typed = OmegaConf.merge(OmegaConf.structured(schema), node)
     except ConfigKeyError as exc:
-        accepted = ", ".join(f.name for f in dataclasses.fields(schema) if f.name != "_target_")
-        raise ConfigError(f"algo.{exc.key} is not a hyper-parameter of {target} ({schema.__name__}); it takes: "
-                          f"{accepted}") from None
+        raise ConfigError(unknown_key_message(f"algo.{exc.key}", accepted, algo_owner(target, schema))) from None
     except OmegaConfBaseException as exc:
         message = str(exc).splitlines()[0]
         raise ConfigError(f"algo.{exc.key}: {message} ({schema.__name__} of {target})") from None
     if typed.name is None:
         typed.name = str(getattr(cls, "name", None) or cls.__name__.lower())
     return typed
+
+
+def algo_owner(target: Any, schema: type | None) -> str:
+    """How :func:`unknown_key_message` names an algorithm's schema (None: not known)."""
+    return f"{target} (not in its schema, {schema.__name__})" if schema is not None else str(target)
+
+
+def unknown_key_message(full_key: str, keys: Iterable[str], owner: str) -> str:
+    """One line for a key that ``owner`` does not have: the closest of its ``keys``, else all of them.
+
+    An algorithm's key (``algo.*``) reads "is not a hyper-parameter of" its class; any other "is not
+    a key of". No ``+`` is suggested: a key missing from a schema cannot be added to it.
+    """
+    prefix, _, name = full_key.rpartition(".")
+    names = sorted({str(k) for k in keys if not str(k).startswith("_") and k != "hydra"})
+    what = "a hyper-parameter" if prefix == "algo" else "a key"
+    close = difflib.get_close_matches(name, names, n=3)
+    if close:
+        return f"{full_key} is not {what} of {owner}; did you mean " + " or ".join(
+            f"{prefix}.{k}" if prefix else k for k in close) + "?"
+    return f"{full_key} is not {what} of {owner}; its keys: {', '.join(names)}"

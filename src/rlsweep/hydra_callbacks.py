@@ -70,11 +70,114 @@ def _fail(lines: list[str], job: str | None = None, cause: BaseException | None 
     raise SystemExit(2)
 
 
+def refuse(exc: BaseException) -> None:
+    """End the command on ``exc``, an error of its input, as every check here does (:func:`_fail`)."""
+    _fail(_error_lines(exc), cause=exc)
+
+
+def command_accepted() -> bool:
+    """Whether this command's callback accepted it: from then on errors are the jobs', not the input's."""
+    return bool(LAST_RUN_DIR or LAST_SWEEP_DIR)
+
+
+@contextlib.contextmanager
+def hydra_errors_as_bad_input() -> Iterator[None]:
+    """Around the Hydra main: Hydra's own errors of the command line end as rlsweep's checks do.
+
+    Hydra composes the command's config (``dtype=bf16``, ``seed=abc``, ``algo.lrr=0.001``) before
+    the callback runs, and reports a failure itself in ``hydra._internal.utils.run_and_report``:
+    its own text, exit status 1. For the command, that function stops an error raised before the
+    callback accepted the command with :func:`_fail` (one message, exit status 2, a traceback with
+    ``RLSWEEP_DEBUG=1``); an error after it, a job's, Hydra reports as before.
+    """
+    from hydra._internal import utils
+
+    hydras = utils.run_and_report
+
+    def run_and_report(func: Any) -> Any:
+        def checked() -> Any:
+            try:
+                return func()
+            except Exception as exc:
+                if not command_accepted():
+                    refuse(exc)
+                raise
+
+        return hydras(checked)
+
+    utils.run_and_report = run_and_report
+    try:
+        yield
+    finally:
+        utils.run_and_report = hydras
+
+
+def _unknown_key_line(exc: BaseException) -> str | None:
+    """A key that its config node does not have (``twin_module=true``, ``+algo.lrr=0.001``), said with
+    the closest keys it has; None for any other error.
+
+    Hydra's own text advises ``+key=value``, which cannot fix a typo: every node of rlsweep's config
+    has a schema. Only a plugin's hyper-parameter that its schema has and its YAML file does not list
+    is added with ``+``, and then that is what the line says.
+    """
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    from rlsweep.config import algo_owner, unknown_key_message
+
+    error = exc if isinstance(exc, (ConfigAttributeError, ConfigKeyError)) else exc.__cause__
+    if not isinstance(error, (ConfigAttributeError, ConfigKeyError)):
+        return None
+    parent, key, full_key = error.parent_node, error.key, error.full_key
+    if not isinstance(parent, DictConfig) or not key or not full_key or f"Key '{key}' " not in str(error):
+        return None
+    path = full_key.rpartition(".")[0]
+    keys = list(parent.keys())
+    kind = OmegaConf.get_type(parent)
+    schema = kind if dataclasses.is_dataclass(kind) else None
+    if path == "algo":
+        target = parent.get("_target_")
+        if schema is None:  # a plugin's node, typed by its YAML file: the schema is its class's
+            with contextlib.suppress(Exception):
+                from rlsweep.algos import algorithm_class
+
+                schema = algorithm_class(target).config_class
+                keys = [f.name for f in dataclasses.fields(schema)]
+        if key in keys:
+            return (f"{full_key} is a hyper-parameter of {target} that its config file does not list: "
+                    f"set it with +{full_key}=<value>")
+        return unknown_key_message(full_key, keys, algo_owner(target, schema))
+    owner = f"{path or 'the config'}" + (f" ({schema.__name__})" if schema else "")
+    return unknown_key_message(full_key, keys, owner)
+
+
+def _missing_option_line(exc: BaseException) -> str | None:
+    """A config group's option that does not exist (``dtype=bf16``), said with the closest options;
+    None for any other error (also a group with no options: Hydra's text names its search path)."""
+    from hydra.errors import MissingConfigException
+
+    if not isinstance(exc, MissingConfigException) or not exc.options or not exc.missing_cfg_file:
+        return None
+    group, _, choice = str(exc.missing_cfg_file).rpartition("/")
+    if not group:
+        return None
+    return _option_error(group, choice, sorted(str(o) for o in exc.options))
+
+
+def _option_error(group: str, choice: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(choice, options, n=1)
+    hint = f" (did you mean {group}={close[0]}?)" if close else ""
+    return f"{group}={choice} is not an option of {group}{hint}; choose one of: {', '.join(options)}"
+
+
 def _error_lines(exc: BaseException) -> list[str]:
-    """An exception as the message Hydra would print for it (its own errors: without their type)."""
+    """An exception as the message Hydra would print for it (its own errors: without their type), or,
+    for an unknown key or option, one line with the closest ones."""
     from hydra.errors import CompactHydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    line = _unknown_key_line(exc) or _missing_option_line(exc)
+    if line:
+        return [line]
     if isinstance(exc, CompactHydraException):  # ConfigCompositionException, MissingConfigException, ...
         lines = [str(exc).strip()]
         if isinstance(exc.__cause__, OmegaConfBaseException):  # e.g. the ValidationError of a merge
@@ -89,8 +192,8 @@ def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> No
         errors = _choice_errors(cfg) + validate(to_object(cfg), check_device=check_device)
     except ConfigError as exc:  # e.g. algo._target_ names no importable Algorithm
         errors, cause = [str(exc)], exc
-    except Exception as exc:  # noqa: BLE001 - e.g. an interpolation that cannot resolve
-        errors, cause = [f"{type(exc).__name__}: {exc}"], exc
+    except Exception as exc:  # noqa: BLE001 - e.g. an interpolation that cannot resolve, a key added with +
+        errors, cause = _error_lines(exc), exc
     if errors:
         _fail(errors, job, cause)
 
@@ -116,9 +219,7 @@ def _choice_errors(cfg: DictConfig) -> list[str]:
             continue
         options = loader.get_group_options(group)
         if options and choice not in options:
-            close = difflib.get_close_matches(str(choice), options, n=1)
-            hint = f" (did you mean {group}={close[0]}?)" if close else ""
-            errors.append(f"{group}={choice} is not an option of {group}{hint}; choose one of: {', '.join(options)}")
+            errors.append(_option_error(group, str(choice), options))
     return errors
 
 
