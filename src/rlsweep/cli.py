@@ -65,8 +65,10 @@ def train_entry() -> Iterator[None]:
         hydra_errors_as_bad_input,
         refuse,
     )
+    from rlsweep.toggles.compile import claim_cache_env
 
     skip_final_gc_at_exit()
+    claim_cache_env()
     if debug_enabled():
         os.environ["HYDRA_FULL_ERROR"] = "1"
     for state in (LAST_LAUNCHER, LAST_RUN_DIR, LAST_SWEEP_DIR):  # set anew by this command's callback

@@ -221,6 +221,9 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
         in_process: also run the warm pass in this process (the timed jobs will run here).
         launcher: the launcher's name, for the file.
     """
+    earlier = read_prepare(sweep_dir)
+    if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)
+        return earlier or {}
     t0 = time.perf_counter()
     compiled = [(o, c) for o, c in cell_configs if compiles(c)]
     if compiled:
@@ -244,8 +247,11 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
             log.info("preparing the sweep: cell %s, untimed", " ".join(cell_key(overrides)) or "(no overrides)")
             entry["warm"] = _attempt("warm pass", overrides, lambda cfg=cfg: run_until_warm(cfg))
         entries.append(entry)
+    # a resumed sweep prepares only its unfinished cells: the others keep what was measured before
+    done = {tuple(e["cell"]) for e in entries}
+    kept = [e for e in (earlier or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
     record = {"launcher": launcher, "in_process": in_process, "written_at": _now(),
-              "prepare_s": round(time.perf_counter() - t0, 3), "cells": entries}
+              "prepare_s": round(time.perf_counter() - t0, 3), "cells": kept + entries}
     write_prepare(sweep_dir, record)
     return record
 

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import logging
 import random
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -181,6 +182,8 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
     stance = contextlib.ExitStack()  # the compiler stance of the steady iterations, left with the loop
     try:
         while s.iteration < iterations:
+            if until_warm and stop.signum is not None:  # nothing to checkpoint: stop the sweep now
+                raise KeyboardInterrupt(signal.Signals(stop.signum).name)
             if until_warm and _warm(s, warmup, compile_stats):
                 break
             # steady state: past the warm-up iterations that updated (and so compiled)

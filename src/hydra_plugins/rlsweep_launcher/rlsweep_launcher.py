@@ -82,8 +82,12 @@ def _executor(cluster: str, launcher_params: Any) -> Any:
     return executor
 
 
-def _cell_configs(launcher: Any, job_overrides: Any, *, resolve_threads: bool = False) -> list[tuple[list[str], Any]]:
-    """Each cell of the sweep that its config lets be prepared: its overrides and its first job's config.
+def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
+                  resolve_threads: bool = False) -> list[tuple[list[str], Any]]:
+    """Each cell of the sweep to prepare: its overrides and its first job's config.
+
+    Not a cell whose config says ``prepare=false``, nor one whose jobs all finished before
+    (a resumed sweep keeps their records and runs none of them), nor the trials of a search.
 
     ``resolve_threads``: fix ``backend.num_threads=null`` to the threads a job of this process
     gets, for runs in other processes that must match the jobs run here (the basic launcher).
@@ -98,10 +102,15 @@ def _cell_configs(launcher: Any, job_overrides: Any, *, resolve_threads: bool = 
 
     if not OmegaConf.select(launcher.config, prepare.PREPARE_KEY, default=True):
         return []
+    if not str(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
+        return []  # a search (Optuna) launches trial after trial, each its own cell: a cold run per trial would double it
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    unfinished = [list(o) for i, o in enumerate(job_overrides)
+                  if not _finished(sweep_dir / str(initial_job_idx + i))]
     saved = HydraConfig.instance().cfg
     out = []
     try:
-        for overrides in prepare.cells([list(o) for o in job_overrides]):
+        for overrides in prepare.cells(unfinished):
             cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
             HydraConfig.instance().set_config(cfg)  # for ${hydra:...} in the job's values
             tcfg = to_object(cfg)
@@ -115,6 +124,13 @@ def _cell_configs(launcher: Any, job_overrides: Any, *, resolve_threads: bool = 
         if saved is not None:
             HydraConfig.instance().set_config(saved)
     return out
+
+
+def _finished(job_dir: Path) -> bool:
+    try:
+        return json.loads((job_dir / "result.json").read_text(encoding="utf-8")).get("status") == "ok"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class JobDied(CompactHydraException):
@@ -169,7 +185,7 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
 
         from rlsweep import prepare
 
-        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides),
+        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides, initial_job_idx),
                               prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, limit), in_process=False,
                               launcher=type(self).__name__)
         singletons = Singleton.get_state()
@@ -292,7 +308,7 @@ class BasicLauncher(basic_launcher.BasicLauncher):
         from rlsweep import prepare
 
         # cold runs one at a time, as this launcher runs its jobs; then every cell once in this process
-        prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, resolve_threads=True),
+        prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, initial_job_idx, resolve_threads=True),
                               prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, 1), in_process=True,
                               launcher=type(self).__name__)
         log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
@@ -384,7 +400,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if "mode" in self.config.hydra.sweep:
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
-        self._prepare(executor, sweep_dir, job_overrides)
+        self._prepare(executor, sweep_dir, job_overrides, initial_job_idx)
         job_params = []
         singletons = Singleton.get_state()  # a deep copy of Hydra's global state: once, not per job (40 ms each)
         for i, overrides in enumerate(job_overrides):
@@ -405,7 +421,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             returns.append(ret)
         return returns
 
-    def _prepare(self, executor: Any, sweep_dir: Path, job_overrides: Any) -> None:
+    def _prepare(self, executor: Any, sweep_dir: Path, job_overrides: Any, initial_job_idx: int) -> None:
         """The sweep's preparation (:mod:`rlsweep.prepare`) as one Slurm job that the array waits for.
 
         Its cold runs happen on a node like the jobs', one after another, and fill the shared
@@ -415,7 +431,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         """
         from rlsweep import prepare
 
-        cell_configs = _cell_configs(self, job_overrides)
+        cell_configs = _cell_configs(self, job_overrides, initial_job_idx)
         if not cell_configs:
             return
         name = type(self).__name__
