@@ -246,3 +246,24 @@ def test_the_budget_is_met_not_cut_short_by_a_partial_iteration() -> None:
     cfg = tiny_cfg("ppo", "total_env_steps=300")  # iterations of 4 envs x 16 steps: 4 would stop at 256
     record = train(cfg).record()
     assert record["env_steps"] == 320 and record["iterations"] == 5
+
+
+def test_a_sweep_whose_report_cannot_be_written_ends_with_the_reports_status(tmp_path, monkeypatch) -> None:
+    import pytest
+
+    import rlsweep.report
+    from rlsweep.cli import finish_sweep
+    from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_SWEEP_DIR
+
+    monkeypatch.setattr(rlsweep.report, "main", lambda argv: 2)  # e.g. its folder is not writable: it said why
+    saved = list(LAST_SWEEP_DIR), list(LAST_LAUNCHER)
+    LAST_SWEEP_DIR[:], LAST_LAUNCHER[:] = [str(tmp_path)], ["BasicLauncher"]
+    try:
+        with pytest.raises(SystemExit) as stopped, finish_sweep():
+            pass
+        assert stopped.value.code == 2
+        monkeypatch.setattr(rlsweep.report, "main", lambda argv: 0)
+        with finish_sweep():  # a written report: the sweep's own status stands
+            pass
+    finally:
+        LAST_SWEEP_DIR[:], LAST_LAUNCHER[:] = saved

@@ -193,6 +193,7 @@ def finish_sweep() -> Iterator[None]:
     from rlsweep.launchers import SUBMITTED
 
     SUBMITTED.clear()
+    report_rc = 0
     try:
         yield
     finally:
@@ -209,10 +210,11 @@ def finish_sweep() -> Iterator[None]:
             try:
                 from rlsweep.report import main as report_main
 
-                report_main([str(sweep)])
+                report_rc = report_main([str(sweep)])
             except Exception as exc:  # noqa: BLE001 - the sweep's results are on disk either way
                 print(f"rlsweep: the sweep report failed ({type(exc).__name__}: {exc}); "
                       f"run `python -m sweeps.report {sweep}`", file=sys.stderr)
+                report_rc = 1
             try:
                 upload = offline_sync_command(sweep)
             except Exception as exc:  # noqa: BLE001 - a hint only
@@ -221,6 +223,10 @@ def finish_sweep() -> Iterator[None]:
             if upload:
                 print(f"\nW&B: this sweep's runs are offline. To upload them and save its workspace to W&B:\n  {upload}",
                       flush=True)
+    # reached only when the sweep itself ended without an exception: a report that could not be
+    # written (it said why) must not end the command with status 0
+    if report_rc:
+        raise SystemExit(report_rc)
 
 
 def _offline_runs(base: Path, run_id: str) -> list[Path]:
