@@ -4,7 +4,7 @@
         total_env_steps=8192
     python scripts/order_check.py --prepare false ...   # the same, without the sweep's preparation
 
-The first swept key's values are listed as given, then reversed (the other keys as given). Each
+The swept keys' values are listed as given, then each reversed (the seeds as given). Each
 run starts from an empty compile cache (its own XDG_CACHE_HOME) and an empty /tmp (its own TMPDIR),
 as on a fresh node. Prints, per cell and order: the steady and end-to-end ratios with their 95%
 intervals, the timed jobs' compile seconds and the cell's cold compile, and the report's flags;
@@ -24,11 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _reversed_first_sweep(overrides: list[str]) -> list[str]:
+def _reversed_sweeps(overrides: list[str]) -> list[str]:
+    """Every swept key's values (``key=a,b``) listed the other way round, but the seeds'."""
     out, done = [], False
     for o in overrides:
         key, sep, value = o.partition("=")
-        if sep and "," in value and not done and key != "seed":
+        if sep and "," in value and key != "seed":
             value = ",".join(reversed(value.split(",")))
             done = True
         out.append(f"{key}{sep}{value}")
@@ -69,7 +70,7 @@ def main() -> int:
     parser.add_argument("--prepare", default="true", choices=["true", "false"])
     parser.add_argument("overrides", nargs="+")
     args = parser.parse_args()
-    orders = {"as listed": args.overrides, "reversed": _reversed_first_sweep(args.overrides)}
+    orders = {"as listed": args.overrides, "reversed": _reversed_sweeps(args.overrides)}
     results = {name: _run(o, args.out / name.replace(" ", "_"), args.prepare) for name, o in orders.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "order_check.json").write_text(json.dumps({"prepare": args.prepare, "runs": results}, indent=1))

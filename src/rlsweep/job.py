@@ -13,6 +13,7 @@ A folder that already holds this job's finished (``ok``) record is never trained
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import inspect
 import json
 import logging
@@ -223,6 +224,9 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
     columns = {k: v for k, v in flatten(resolved).items() if k not in INVOCATION_KEYS}
     tracker: Tracker | None = None
+    # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
+    # is collected before the clock starts, not by a collection landing inside whichever job is next
+    gc.collect()
     start = time.perf_counter()
     failed = True
     try:
