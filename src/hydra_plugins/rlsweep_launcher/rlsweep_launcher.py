@@ -113,7 +113,10 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
         for overrides in prepare.cells(unfinished):
             cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
             HydraConfig.instance().set_config(cfg)  # for ${hydra:...} in the job's values
-            tcfg = to_object(cfg)
+            try:
+                tcfg = to_object(cfg)
+            except Exception:  # noqa: BLE001 - not an rlsweep job (another app on these launchers): nothing to prepare
+                return []
             if not tcfg.prepare:
                 continue
             if resolve_threads and tcfg.backend.num_threads is None:
