@@ -27,7 +27,8 @@ TINY = {
     "atari_ppo": ["experiment=atari_ppo", "algo.num_envs=2", "algo.num_steps=16", "algo.update_epochs=1",
                   "algo.minibatch_size=16", "env.max_episode_steps=400", "total_env_steps=64"],
 }
-COMMON = list(QUIET)
+# the sweep's preparation is tested in test_prepare.py; elsewhere it would only add minutes of untimed runs
+COMMON = ["prepare=false", *QUIET]
 
 
 #: algorithms that are plugins from another config directory (the examples)

@@ -14,7 +14,7 @@ from helpers import ROOT, run_train
 from rlsweep.results import read_result
 
 TD3_CONF = ROOT / "examples" / "td3" / "conf"
-BASE = ["logger.mode=disabled", "progress=false", "eval_episodes=2", "warmup_iters=1", "backend.num_threads=1"]
+BASE = ["prepare=false", "logger.mode=disabled", "progress=false", "eval_episodes=2", "warmup_iters=1", "backend.num_threads=1"]
 QUICK = [*BASE, "algo.learning_starts=64", "algo.steps_per_iteration=64", "algo.batch_size=16",
          "algo.hidden_sizes=[16,16]", "total_env_steps=320"]
 

@@ -22,7 +22,7 @@ from rlsweep import hydra_callbacks as hc
 from rlsweep.config import TrainConfig, register_configs
 from rlsweep.validate import validate
 
-BASE = ["experiment=smoke", "eval_episodes=0", "warmup_iters=0", "logger.mode=disabled", "progress=false"]
+BASE = ["prepare=false", "experiment=smoke", "eval_episodes=0", "warmup_iters=0", "logger.mode=disabled", "progress=false"]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from rlsweep.report.wandb_log import wandb_target
 from rlsweep.results import read_result
 from rlsweep.tracking import WandbSettings, resolved_logger, wandb_credentials_problem
 
-FAST = ["experiment=smoke", "progress=false", "backend.num_threads=1"]
+FAST = ["prepare=false", "experiment=smoke", "progress=false", "backend.num_threads=1"]
 WANDB_VARS = ("WANDB_MODE", "WANDB_PROJECT", "WANDB_ENTITY", "WANDB_DIR")
 
 

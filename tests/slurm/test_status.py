@@ -15,7 +15,7 @@ from rlsweep.results import read_result
 
 pytestmark = pytest.mark.slurm
 
-BASE = ["experiment=smoke", "progress=false", "logger.mode=disabled", "hydra/launcher=slurm_cpu",
+BASE = ["prepare=false", "experiment=smoke", "progress=false", "logger.mode=disabled", "hydra/launcher=slurm_cpu",
         "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=null", "hydra.launcher.timeout_min=10",
         "hydra.launcher.signal_delay_s=30"]
 

@@ -132,7 +132,6 @@ def test_inductors_own_default_in_the_environment_is_not_taken_for_the_users_cho
 @pytest.mark.slow  # a cold compile into a fresh folder: a minute on 2 cores
 def test_a_job_compiles_into_its_cache_folder_and_leaves_the_environment_as_it_was(tmp_path, monkeypatch) -> None:
     import os
-
     import threading
 
     from torch._inductor import cpu_vec_isa
