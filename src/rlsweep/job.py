@@ -12,7 +12,6 @@ A folder that already holds this job's finished (``ok``) record is never trained
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import inspect
 import json
@@ -31,7 +30,7 @@ from rlsweep import checkpoint, prepare, toggles
 from rlsweep.algos import algorithm_class
 from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import ObjectiveConfig, TrainConfig, to_object
-from rlsweep.results import RESULT_FILE, fingerprint, provenance, write_result
+from rlsweep.results import RESULT_FILE, fingerprint, provenance, utc_now, write_result
 from rlsweep.runner import resolve_device, train
 from rlsweep.signals import Interrupted, stop_requested
 from rlsweep.tracking import (
@@ -133,11 +132,6 @@ def finished_record(out_dir: Path, config: dict[str, Any], resume: bool) -> dict
                       "a sweep with the same overrides; for a different sweep choose another output folder")
 
 
-def _now() -> str:
-    """UTC, ISO 8601, to the millisecond: the report orders jobs and finds overlapping ones by these."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def job_info() -> dict[str, Any]:
     """Where this job runs: its folder, the sweep, and its Slurm ids when under Slurm."""
     from hydra.core.hydra_config import HydraConfig
@@ -200,7 +194,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         "seed": tcfg.seed,
         "device": str(resolve_device(tcfg.device)),
         "config": resolved,
-        "started_at": _now(),
+        "started_at": utc_now(),
         # which code ran: a resumed job may continue on another commit, and the report says so
         "provenance": provenance(inspect.getsourcefile(algorithm_class(tcfg.algo._target_))),
     }
@@ -273,7 +267,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         record["wall_s"] = round(time.perf_counter() - start, 3)
         # which code ran which part of the job: the attempts its checkpoint carries, and this one
         record["code_history"] = checkpoint.code_history(resumed, checkpoint.code_of(record["provenance"]))
-        record["finished_at"] = _now()
+        record["finished_at"] = utc_now()
         record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
         record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
             "num_threads", record["fingerprint"]["num_threads"])

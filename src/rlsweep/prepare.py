@@ -23,7 +23,6 @@ whether its cell was prepared; the report shows each cell's cold compile beside 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import logging
 import os
@@ -34,6 +33,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rlsweep.results import utc_now
 
 if TYPE_CHECKING:
     from rlsweep.config import TrainConfig
@@ -250,14 +251,10 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
     # a resumed sweep prepares only its unfinished cells: the others keep what was measured before
     done = {tuple(e["cell"]) for e in entries}
     kept = [e for e in (earlier or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
-    record = {"launcher": launcher, "in_process": in_process, "written_at": _now(),
+    record = {"launcher": launcher, "in_process": in_process, "written_at": utc_now(),
               "prepare_s": round(time.perf_counter() - t0, 3), "cells": kept + entries}
     write_prepare(sweep_dir, record)
     return record
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:

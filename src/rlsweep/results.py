@@ -20,6 +20,13 @@ SCHEMA_VERSION = 1
 RESULT_FILE = "result.json"
 
 
+def utc_now() -> str:
+    """UTC, ISO 8601, to the millisecond: the report orders jobs and finds overlapping ones by these."""
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
