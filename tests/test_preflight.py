@@ -181,6 +181,6 @@ def test_a_resumed_200_job_sweep_compares_each_finished_job_with_its_own_config(
     proc = run_train(_sweep("seed=range(200)", "resume=true", sweep=sweep), timeout=600)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.count("holds a finished job with another config") == 1, proc.stderr[-3000:]
-    assert "job 170 (experiment=smoke " in proc.stderr and " seed=170 " in proc.stderr
+    assert "job 170 (" in proc.stderr and " experiment=smoke " in proc.stderr and " seed=170 " in proc.stderr
     assert "job 150" not in proc.stderr
     assert sorted(p.name for p in sweep.iterdir()) == ["150", "170"]
