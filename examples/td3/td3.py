@@ -15,23 +15,12 @@ box; twin critics ``Q1``, ``Q2``; slowly moving copies of all three (``mu'``, ``
   ``-mean(Q1(s, mu(s)))``, one Adam step, then every target moves toward its network:
   ``theta' <- theta' + tau * (theta - theta')`` (Polyak).
 
-Where rlsweep's toggles act (as in its built-in SAC):
-
-- every network is ``mlp(...)``: the ReLUs follow ``inplace``; output layers stay float32 under
-  autocast (``dtype``);
-- acting (``self._act``, compiled as "act") runs on an eval-mode actor: a twin sharing the
-  parameters, or the actor switched with ``.eval()``/``.train()`` (``twin_modules``);
-- observations and every replay batch are copied host->device with ``rt.h2d``, actions come back
-  with ``rt.d2h`` (``pin_memory``, ``non_blocking``);
-- forwards and losses run under ``rt.autocast()`` (``dtype``), with a GradScaler for float16 on CUDA;
-- one gradient step (target, critic step, and on policy steps the actor step) is compiled as
-  "update" (``compile``); whether it is a policy step is a Python bool argument that dynamo
-  specialises on, as it does on each of the two optimizers: every variant is compiled in the first
-  two gradient steps, none later;
-- the target networks' Polyak update is in place or not (``rt.polyak_update``, ``inplace``).
-
-Exploration and smoothing noise are drawn eagerly from torch's seeded generator and passed into
-the (possibly compiled) functions, so compiled and eager runs use the same random numbers.
+rlsweep's toggles act through the runtime ``rt``, as in the built-ins: the networks are
+``mlp(...)`` (``inplace``, ``dtype``); acting goes through ``rt.policy`` (copies, ``twin_modules``,
+compiled as "act"); each gradient step through ``rt.update`` and ``rt.minimize`` (one graph per
+step under ``compile``, float16's GradScaler); losses run under ``rt.autocast()``; the targets move
+with ``rt.polyak_update`` (``inplace``). Noise is drawn eagerly from torch's seeded generator and
+passed into the (possibly compiled) functions, so compiled and eager runs use the same numbers.
 
     python -m sweeps.train --config-dir examples/td3/conf algo=td3
 """
@@ -138,12 +127,11 @@ class TD3(Algorithm):
                               *self.q2_target.parameters()]
         self.critic_opt = torch.optim.Adam([*self.q1.parameters(), *self.q2.parameters()], lr=a.lr)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=a.lr)
-        self.scaler = rt.grad_scaler()  # float16 on CUDA only, else None
 
-        # the toggles' places: acting modules (twin_modules) and the compiled functions (compile)
-        self.acting = rt.acting_modules(self.actor)
-        self.act_fn = rt.compile(self._act, "act")
-        self.update_fn = rt.compile(self._update_step, "update")
+        # acting and the two gradient steps, taken by the runtime as the toggles say
+        self.policy = rt.policy(timer, self.actor, forward=self._act)
+        self.critic_update = rt.update(self._critic_step, self.modules(), self.optimizers())
+        self.actor_update = rt.update(self._actor_step, self.modules(), self.optimizers())
 
         self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, act_space.shape, np.float32,
                                    seed=cfg.seed)
@@ -155,12 +143,9 @@ class TD3(Algorithm):
         return max(1, self.a.steps_per_iteration // self.a.num_envs) * self.a.num_envs
 
     # -- acting --------------------------------------------------------------------------------
-    def _act(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    def _act(self, actor: Actor, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Exploration action for ``obs``, with the given standard-normal ``noise``."""
-        (actor,) = self.acting.modules
-        with self.rt.autocast():
-            action = actor(obs)
-        return actor.clip(action + noise * (self.a.exploration_noise * actor.scale))
+        return actor.clip(actor(obs) + noise * (self.a.exploration_noise * actor.scale))
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -168,7 +153,7 @@ class TD3(Algorithm):
 
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
-        a, rt, timer = self.a, self.rt, self.timer
+        a = self.a
         next_obs = self.next_obs
         critic_losses: list[torch.Tensor] = []
         actor_losses: list[torch.Tensor] = []
@@ -176,17 +161,7 @@ class TD3(Algorithm):
             if self.env_steps < a.learning_starts:
                 actions = self.rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim)).astype(np.float32)
             else:
-                noise = torch.randn((a.num_envs, self.act_dim), device=self.device)
-                t = timer.start()
-                obs_t = rt.h2d(next_obs, torch.float32)
-                timer.stop("h2d", t)
-                t = timer.start()
-                with torch.no_grad(), self.acting:
-                    action = self.act_fn(obs_t, noise)
-                timer.stop("act", t)
-                t = timer.start()
-                actions = rt.d2h(action)
-                timer.stop("d2h", t)
+                actions = self.policy(next_obs, torch.randn((a.num_envs, self.act_dim), device=self.device))
 
             next_obs = self.step_and_store(next_obs, actions, self.buffer)  # timed as env_step
 
@@ -208,56 +183,48 @@ class TD3(Algorithm):
         return metrics
 
     def _gradient_step(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        a, rt, timer = self.a, self.rt, self.timer
+        a, timer = self.a, self.timer
         batch = self.buffer.sample(a.batch_size)
         noise = torch.randn((a.batch_size, self.act_dim), device=self.device)  # target policy smoothing
         policy_step = self.updates % a.policy_frequency == 0  # delayed policy updates
+        b = self.to_device(batch)
         t = timer.start()
-        obs = rt.h2d(batch["obs"])
-        actions = rt.h2d(batch["actions"])
-        rewards = rt.h2d(batch["rewards"])
-        next_obs = rt.h2d(batch["next_obs"])
-        terminated = rt.h2d(batch["terminated"])
-        timer.stop("h2d", t)
-        t = timer.start()
-        critic_loss, actor_loss = self.update_fn(obs, actions, rewards, next_obs, terminated, noise, policy_step)
-        if policy_step:
-            rt.polyak_update(self.target_params, self.params, a.tau)
+        critic_loss = self.critic_update(b["obs"], b["actions"], b["rewards"], b["next_obs"], b["terminated"], noise)
+        actor_loss = self.actor_update(b["obs"]) if policy_step else None
         timer.stop("update", t)
         self.updates += 1
         return critic_loss, actor_loss
 
-    def _update_step(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
-                     terminated: torch.Tensor, noise: torch.Tensor,
-                     policy_step: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One critic step, and on a policy step one actor step: (critic loss, actor loss or None)."""
-        a, rt = self.a, self.rt
-        with torch.no_grad(), rt.autocast():
+    @torch.no_grad()
+    def _target(self, rewards: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor,
+                noise: torch.Tensor) -> torch.Tensor:
+        """y = r + gamma * (1 - terminated) * min(Q1'(s', a'), Q2'(s', a')), a' the smoothed target action."""
+        a = self.a
+        with self.rt.autocast():
             smoothing = (noise * a.policy_noise).clamp(-a.noise_clip, a.noise_clip) * self.actor_target.scale
             next_actions = self.actor_target.clip(self.actor_target(next_obs) + smoothing)
             q_next = torch.min(self.q1_target(next_obs, next_actions), self.q2_target(next_obs, next_actions))
-            target = rewards + a.gamma * (1.0 - terminated) * q_next
-        with rt.autocast():
-            critic_loss = nn.functional.mse_loss(self.q1(obs, actions), target) + nn.functional.mse_loss(
-                self.q2(obs, actions), target)
-        self._minimize(critic_loss, self.critic_opt)
-        if not policy_step:
-            return critic_loss.detach(), None
+            return rewards + a.gamma * (1.0 - terminated) * q_next
 
-        with rt.autocast():
-            actor_loss = -self.q1(obs, self.actor(obs)).mean()
-        self._minimize(actor_loss, self.actor_opt)  # the critics' gradients it leaves are cleared next step
-        return critic_loss.detach(), actor_loss.detach()
+    def _critic_loss(self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        with self.rt.autocast():
+            q1, q2 = self.q1(obs, actions), self.q2(obs, actions)
+            return nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
 
-    def _minimize(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        if self.scaler is None:
-            loss.backward()
-            optimizer.step()
-        else:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(optimizer)
-            self.scaler.update()
+    def _actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
+        with self.rt.autocast():
+            return -self.q1(obs, self.actor(obs)).mean()
+
+    def _critic_step(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
+                     terminated: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        target = self._target(rewards, next_obs, terminated, noise)
+        return self.rt.minimize(lambda: self._critic_loss(obs, actions, target), self.critic_opt)
+
+    def _actor_step(self, obs: torch.Tensor) -> torch.Tensor:
+        """The delayed policy step, then every target moves toward its network."""
+        actor_loss = self.rt.minimize(lambda: self._actor_loss(obs), self.actor_opt)
+        self.rt.polyak_update(self.target_params, self.params, self.a.tau)
+        return actor_loss
 
     # -- state ---------------------------------------------------------------------------------------
     def modules(self) -> dict[str, nn.Module]:
@@ -270,14 +237,9 @@ class TD3(Algorithm):
     def extra_state(self) -> dict[str, Any]:
         # self.updates, the gradient-step counter that times the delayed policy updates, is
         # checkpointed by rlsweep itself (with env_steps and the episodes), as are torch's RNGs
-        state = {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state, "next_obs": self.next_obs}
-        if self.scaler is not None:
-            state["scaler"] = self.scaler.state_dict()
-        return state
+        return {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state, "next_obs": self.next_obs}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.buffer.load_state_dict(state["buffer"])
         self.rng.bit_generator.state = state["rng"]
         self.next_obs = state["next_obs"]
-        if self.scaler is not None:
-            self.scaler.load_state_dict(state["scaler"])

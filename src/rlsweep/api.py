@@ -3,7 +3,8 @@
 An algorithm is a subclass of :class:`Algorithm` in your own package, named by ``_target_`` in a
 YAML file of your own config directory; its hyper-parameters are a dataclass subclassing
 :class:`AlgoConfig` (``config_class``). Every toggle reaches your code through the
-:class:`Runtime` you are handed (``self.rt``), and every phase you time with ``self.timer`` shows up
+:class:`Runtime` you are handed (``self.rt``): act through ``rt.policy`` and take gradient steps
+through ``rt.update`` + ``rt.minimize`` (your losses, rlsweep's update); and every phase you time with ``self.timer`` shows up
 in the result record, W&B and the report. See docs/plugins.md for a walk-through, and
 ``examples/td3/`` for a complete algorithm written only against this module.
 
@@ -13,31 +14,28 @@ Names here are stable; everything else in rlsweep is internal and may change.
 from __future__ import annotations
 
 from rlsweep.algos.base import Algorithm, NonFiniteLossError, check_finite
-from rlsweep.algos.functional import AdamState, adam_state, adam_step_, clip_grad_norm, functional_forward
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import AlgoConfig, ConfigError, TrainConfig
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import layer_init, mlp
-from rlsweep.runtime import Runtime
+from rlsweep.runtime import Policy, Runtime
 from rlsweep.timing import PHASES, PhaseTimer
+from rlsweep.update import Update
 
 __all__ = [
     "PHASES",
-    "AdamState",
     "AlgoConfig",
     "ConfigError",
     "Algorithm",
     "NonFiniteLossError",
     "PhaseTimer",
+    "Policy",
     "ReplayBuffer",
     "Runtime",
     "TrainConfig",
-    "adam_state",
-    "adam_step_",
+    "Update",
     "check_finite",
-    "clip_grad_norm",
     "finished_episodes",
-    "functional_forward",
     "layer_init",
     "mlp",
 ]

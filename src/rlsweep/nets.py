@@ -194,3 +194,23 @@ class NatureCNN(nn.Module):
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return self.fc(self.convs(x).flatten(1)).reshape(*lead, -1)
+
+
+class SharedEncoder(nn.Module):
+    """CleanRL's Atari actor-critic: one encoder, an actor head and a critic head on its features."""
+
+    def __init__(self, encoder: nn.Module, actor_head: nn.Module, critic_head: nn.Module) -> None:
+        super().__init__()
+        self.encoder, self.actor_head, self.critic_head = encoder, actor_head, critic_head
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.encoder(obs)
+        return self.actor_head(features), self.critic_head(features)
+
+
+class GaussianLogStd(nn.Module):
+    """A Gaussian policy's state-independent log standard deviation (a module's parameter, for the update)."""
+
+    def __init__(self, act_dim: int, init: float) -> None:
+        super().__init__()
+        self.log_std = nn.Parameter(torch.full((act_dim,), init))

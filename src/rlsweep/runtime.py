@@ -1,8 +1,9 @@
 """The runtime an algorithm is handed: every toggle reaches the algorithm's code through it.
 
-Algorithms never read toggle values: they call ``rt.h2d``/``rt.d2h`` (pin_memory, non_blocking),
-``rt.compile`` (compile), ``rt.autocast``/``rt.grad_scaler`` (dtype), ``rt.acting_modules``
-(twin_modules), ``rt.activation``/``rt.polyak_update``/``rt.normalize`` (inplace). Each toggle's
+Algorithms never read toggle values: they act through ``rt.policy`` (h2d/d2h: pin_memory,
+non_blocking; twin_modules; compile's "act"), take gradient steps through ``rt.update`` and
+``rt.minimize`` (compile's "update", dtype's GradScaler), and call ``rt.autocast`` (dtype),
+``rt.activation``/``rt.polyak_update``/``rt.normalize`` (inplace). Each toggle's
 ``apply`` sets the switches here (:mod:`rlsweep.toggles`), so a toggle acts in exactly one place
 and an algorithm written against these calls -- a built-in or a user's -- gets every toggle.
 """
@@ -18,8 +19,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsweep.update import Update
+
 if TYPE_CHECKING:
     from rlsweep.compile_stats import CompileStats
+    from rlsweep.timing import PhaseTimer
 
 
 def make_twin(module: nn.Module) -> nn.Module:
@@ -88,6 +92,7 @@ class Runtime:
         self.inplace = False
         # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
         self.channels_last = False
+        self._update: Update | None = None  # the gradient step being taken (rt.minimize's)
 
     # -- host <-> device -------------------------------------------------------------------
     def h2d(self, array: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -144,16 +149,32 @@ class Runtime:
             assert self.compile_stats is not None
             self.compile_stats.vec_isa = self.compile_vec_isa.ready()
 
-    # -- optimizer ---------------------------------------------------------------------------
-    def adam(self, params: Iterable[torch.Tensor], lr: float | torch.Tensor, **kwargs: Any) -> torch.optim.Adam:
-        """``torch.optim.Adam`` for the job's device: capturable on CUDA.
+    # -- acting and the gradient step ------------------------------------------------------------
+    def policy(self, timer: PhaseTimer, *modules: nn.Module, forward: Callable[..., torch.Tensor] | None = None,
+               obs_dtype: torch.dtype = torch.float32) -> Policy:
+        """The acting call of an algorithm: see :class:`Policy`."""
+        return Policy(self, timer, modules, forward, obs_dtype)
 
-        Capturable keeps Adam's step counters on the device, so a step never waits for the host: a
-        non-capturable Adam with a tensor learning rate (annealing) reads it with ``.item()`` at every
-        step on CUDA, a synchronisation inside the timed loop, and a compiled update could neither
-        be one device graph nor be captured in a CUDA graph. On CPU there is nothing to capture.
+    def update(self, step: Callable[..., Any], modules: Any, optimizers: Any, name: str = "update") -> Update:
+        """The gradient step ``step`` (which calls :meth:`minimize`), taken as the toggles say: :mod:`rlsweep.update`.
+
+        ``modules`` hold every parameter the ``optimizers`` optimize (``Algorithm.modules()`` and
+        ``Algorithm.optimizers()`` do); ``name`` is the function's name for ``compile.functions``.
         """
-        return torch.optim.Adam(params, lr=lr, capturable=self.is_cuda, **kwargs)
+        return Update(self, step, modules, optimizers, name)
+
+    def minimize(self, loss_fn: Callable[[], Any], optimizer: torch.optim.Optimizer, *,
+                 max_grad_norm: float | None = None, has_aux: bool = False) -> Any:
+        """One step of ``optimizer`` on the loss ``loss_fn()`` returns; the loss, detached.
+
+        Call it inside the step given to :meth:`update`, once per optimizer and gradient step.
+        ``loss_fn`` reads the networks as usual (``self.q(obs)``): under compile its parameters are
+        swapped for traced ones. With ``has_aux`` it returns ``(loss, aux)`` and so does this.
+        ``max_grad_norm`` clips the gradients' global L2 norm first.
+        """
+        if self._update is None:
+            raise RuntimeError("rt.minimize is called inside the step function given to rt.update")
+        return self._update.minimize(loss_fn, optimizer, max_grad_norm, has_aux)
 
     # -- dtype -------------------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -163,15 +184,10 @@ class Runtime:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
-        """A GradScaler when float16 runs on CUDA, else None."""
+        """A GradScaler when float16 runs on CUDA, else None (one per :class:`Update`)."""
         if self.use_grad_scaler:
             return torch.amp.GradScaler(self.device.type)
         return None
-
-    # -- twin modules --------------------------------------------------------------------------
-    def acting_modules(self, *modules: nn.Module) -> ActingModules:
-        """Modules to act with, in eval mode: twins, or the originals switched around each use."""
-        return ActingModules(modules, twin=self.twin_modules)
 
     # -- inplace ---------------------------------------------------------------------------------
     def activation(self, kind: str) -> nn.Module:
@@ -240,8 +256,55 @@ class PinnedStaging:
         return len(self._rings) * self.SLOTS
 
 
+class Policy:
+    """Acting, written once: observations to the device, the acting forward, its output back, each timed.
+
+    ``policy(obs, *extra)`` copies the host array ``obs`` to the device (``rt.h2d``, timed "h2d"),
+    runs ``forward(*modules, obs, *extra)`` on eval-mode views of ``modules`` (twins sharing their
+    parameters, or the originals switched around the call: ``twin_modules``) under autocast and
+    inference mode, compiled as "act" (``compile``), and copies the output back (``rt.d2h``,
+    timed "d2h"). Without ``forward`` it is the first module's forward; eager, an MLP's then runs
+    as bare ops (``nets.MLP.inference_fn``: the same numbers, no Module call per step).
+    """
+
+    def __init__(self, rt: Runtime, timer: PhaseTimer, modules: Iterable[nn.Module],
+                 forward: Callable[..., torch.Tensor] | None, obs_dtype: torch.dtype) -> None:
+        self.rt, self.timer, self.obs_dtype = rt, timer, obs_dtype
+        self.views = ActingModules(modules, twin=rt.twin_modules)
+        self._forward = rt.compile(forward or _first_module, "act")
+        self._bare: Callable[[torch.Tensor], torch.Tensor] | None = None
+        if forward is None and not rt.compiles("act"):
+            inference_fn = getattr(self.views.modules[0], "inference_fn", None)
+            with rt.autocast():
+                self._bare = inference_fn() if inference_fn is not None else None
+
+    @property
+    def modules(self) -> tuple[nn.Module, ...]:
+        """The eval-mode modules acting uses (twins or the originals)."""
+        return self.views.modules
+
+    def __call__(self, obs: np.ndarray, *extra: torch.Tensor) -> np.ndarray:
+        rt, timer = self.rt, self.timer
+        t = timer.start()
+        obs_t = rt.h2d(obs, self.obs_dtype)
+        t = timer.lap("h2d", t)
+        # nothing made here reaches autograd: inference tensors skip its version counters and view
+        # tracking, a real share of a small acting call, eager or compiled (docs/results/profiling.md)
+        with torch.inference_mode(), self.views, rt.autocast():
+            out = self._bare(obs_t) if self._bare is not None else self._forward(*self.views.modules, obs_t, *extra)
+        t = timer.lap("act", t)
+        out_np = rt.d2h(out)
+        timer.stop("d2h", t)
+        return out_np
+
+
+def _first_module(module: nn.Module, *rest: Any) -> torch.Tensor:
+    """The default acting forward: the first module on the observations (the last argument)."""
+    return module(rest[-1])
+
+
 class ActingModules:
-    """Eval-mode views of networks for acting; see :meth:`Runtime.acting_modules`."""
+    """Eval-mode views of networks for acting: twins, or the originals switched around each use (:class:`Policy`)."""
 
     def __init__(self, modules: Iterable[nn.Module], twin: bool) -> None:
         self.originals = tuple(modules)

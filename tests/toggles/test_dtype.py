@@ -28,7 +28,7 @@ def test_bfloat16_in_the_single_graph_update_of_sac() -> None:
     init = initial_params("sac")
     eager = train(tiny_cfg("sac", "dtype=bfloat16"))
     compiled = train(tiny_cfg("sac", "dtype=bfloat16", "compile=default", "compile.functions=[update]"))
-    assert compiled.algo.single_graph_update and not eager.algo.single_graph_update
+    assert compiled.algo.update.single_graph and not eager.algo.update.single_graph
     assert compiled.updates == eager.updates > 0
     flat = {name: torch.cat([p[k].flatten() for k in sorted(p)]) for name, p in
             (("eager", params_of(eager.algo)), ("compiled", params_of(compiled.algo)), ("init", init))}

@@ -95,6 +95,16 @@ class Algorithm(ABC):
         for ret, length in finished:
             self.episodes.append((ret, length, self.env_steps))
 
+    def to_device(self, batch: dict[str, np.ndarray], obs_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """A replay batch's fields copied to the device (``rt.h2d``: pin_memory, non_blocking), timed as "h2d".
+
+        ``obs_dtype`` converts the observation fields (those ending in ``obs``) on the way.
+        """
+        t = self.timer.start()
+        out = {k: self.rt.h2d(v, obs_dtype if k.endswith("obs") else None) for k, v in batch.items()}
+        self.timer.stop("h2d", t)
+        return out
+
     def step_and_store(self, obs: np.ndarray, actions: np.ndarray, buffer: ReplayBuffer) -> np.ndarray:
         """The off-policy collection step: step the envs with ``actions`` taken in ``obs``, store it, count it.
 

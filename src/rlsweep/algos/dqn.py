@@ -1,40 +1,24 @@
 """DQN: epsilon-greedy Q-learning from a replay buffer, with a target network and Huber loss.
 
-The math is written once, in the loss section (TD target, Huber TD loss); both update paths call
-it: the eager step (``_update_step``: autograd + torch.optim) and the compiled single-graph step
-(``_single_graph_update_step``: torch.func, on CPU).
+The math. A Q-network ``Q(s, .)`` and its slowly updated copy ``Q'``:
 
-Where the toggles act:
-- the greedy forward (``self._act``, compiled as "act") runs on an eval-mode Q-network: a twin
-  or the original switched with ``.eval()``/``.train()`` (``twin_modules``); its Q-values come to
-  the host, where numpy's argmax picks the action (a torch op per env step costs several us);
-- replay samples live on the host; each training burst draws all its batches at once and copies
-  them to the device in one copy per field (``pin_memory``/``non_blocking``); actions come back
-  device->host;
-- the target network does not change during a burst (it is updated between env steps), so the
-  targets' forward runs once per burst, batched over all its gradient steps, not once per step;
-- the whole gradient step (target, loss, backward, clip, optimizer step) is compiled ("update"),
-  as ONE graph (torch.func gradients + Adam on the optimizer's state: ``algos/functional.py``);
-- the target-network update is a Polyak/lerp update, in place or out of place (``inplace``),
-  as are the ReLUs.
+- acting: the greedy action ``argmax_a Q(s, a)``, or with probability epsilon (decaying linearly
+  over ``exploration_fraction`` of the budget) a uniformly random one;
+- TD target: ``y = r + gamma * (1 - terminated) * Q'(s', a')``, with ``a' = argmax Q(s', .)``
+  (Double DQN) or ``argmax Q'(s', .)``;
+- loss: Huber(``Q(s, a) - y``); every ``train_freq`` env steps, ``gradient_steps`` Adam steps
+  with the gradients' global norm clipped to ``max_grad_norm``;
+- every ``target_update_interval`` env steps ``Q' <- Q' + tau (Q - Q')`` (tau = 1: a copy).
 
-Image observations (``algo.encoder``: auto picks it for uint8 frames) get the Nature-DQN CNN
-(``nets.NatureCNN``; ``hidden_sizes`` do not apply, its 512 features are the hidden layer):
-frames stay uint8 in the replay buffer, stored once (no separate next-observation copy), and in
-every host->device copy, and are scaled on the device; ``backend.channels_last`` acts on its
-convolutions.
-
-Semantics follow Stable-Baselines3 so its hyper-parameters mean the same here: every
-``train_freq`` env steps, ``gradient_steps`` gradient steps; the target network is updated
-every ``target_update_interval`` env steps; epsilon decays linearly over
-``exploration_fraction`` of the budget. A hard target update (``tau`` = 1) when no gradient step
-has happened since the last one copies equal values, and is skipped.
+Semantics follow Stable-Baselines3, so its hyper-parameters mean the same here. Image
+observations get the Nature-DQN CNN (``algo.encoder``); frames stay uint8 in the replay buffer
+(stored once) and in every copy to the device. A training burst samples its batches at once and
+copies them to the device in one copy per field; the target network does not change during a
+burst, so its forward runs once for all the burst's batches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -42,7 +26,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.algos import functional as F
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import DQNConfig, TrainConfig
@@ -51,9 +34,6 @@ from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
 _TARGET_CHUNK_ROWS = 512
-
-#: the Q-network as the loss sees it: obs -> Q-values of every action; a module, or its forward with given parameters
-QFn = Callable[[torch.Tensor], torch.Tensor]
 
 
 class DQN(Algorithm):
@@ -83,19 +63,10 @@ class DQN(Algorithm):
         self.q_target = self._q_network(obs_space.shape).to(dev)
         self.q_target.load_state_dict(self.q.state_dict())
         self.q_target.requires_grad_(False)
-        # lr as a tensor: annealing changes a value, not a Python float (no recompiles)
-        self.lr = torch.tensor(a.lr, device=dev)
-        self.optimizer = rt.adam(self.q.parameters(), lr=self.lr)
-        self.scaler = rt.grad_scaler()
-
-        self.acting = rt.acting_modules(self.q)
-        self.act_fn = rt.compile(self._act, "act")
-        self.params = list(self.q.parameters())
-        # see algos/functional.py; float16's GradScaler keeps the autograd step (it skips steps on overflow)
-        self.single_graph_update = rt.compiles("update") and self.scaler is None
-        self._q_forward = F.functional_forward(self.q, [n for n, _ in self.q.named_parameters()])
-        step = self._single_graph_update_step if self.single_graph_update else self._update_step
-        self.update_fn = rt.compile(step, "update")
+        self.lr = torch.tensor(a.lr, device=dev)  # a tensor: annealing changes a value, not the compiled graph
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr)
+        self.policy = rt.policy(timer, self.q, obs_dtype=self.obs_dtype)  # Q-values; the argmax is taken on the host
+        self.update = rt.update(self._update_step, self.modules(), self.optimizers())
 
         if self.cnn:  # uint8 frames, each stored once: half the memory of obs + next_obs arrays
             self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed,
@@ -126,14 +97,13 @@ class DQN(Algorithm):
         frac = min(1.0, self.env_steps / span)
         return a.start_eps + frac * (a.end_eps - a.start_eps)
 
-    # -- the loss: written once, called by both update paths -----------------------------------------
-    # The Q-network comes in as a callable: the module itself (eager, autograd), or its forward
-    # with the given parameters (``torch.func``, the compiled single-graph step).
+    # -- the loss -------------------------------------------------------------------------------------
+    @torch.no_grad()
     def _td_target(self, rewards: torch.Tensor, next_obs: torch.Tensor, next_q_target: torch.Tensor,
                    terminated: torch.Tensor) -> torch.Tensor:
         """r + gamma * (1 - terminated) * Q_target(s', a'): a' the online net's argmax (double Q) or the target's."""
         a = self.a
-        with torch.no_grad(), self.rt.autocast():
+        with self.rt.autocast():
             if a.double_q:
                 best = self.q(next_obs).argmax(-1, keepdim=True)
                 next_q = next_q_target.gather(-1, best).squeeze(-1)
@@ -141,26 +111,26 @@ class DQN(Algorithm):
                 next_q = next_q_target.max(-1).values
             return rewards + a.gamma * (1.0 - terminated) * next_q
 
-    def _td_loss(self, q: QFn, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def _td_loss(self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Huber loss between Q(s, a) of the taken actions and the TD target."""
         with self.rt.autocast():
-            q_taken = q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            q_taken = self.q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return nn.functional.smooth_l1_loss(q_taken, target)
 
-    # -- acting --------------------------------------------------------------------------------
-    def _act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values of ``obs`` (the greedy action is their argmax, taken on the host)."""
-        (q,) = self.acting.modules
-        with self.rt.autocast():
-            return q(obs)
+    def _update_step(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, next_obs: torch.Tensor,
+                       next_q_target: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+        target = self._td_target(rewards, next_obs, next_q_target, terminated)
+        return self.rt.minimize(lambda: self._td_loss(obs, actions, target), self.optimizer,
+                                max_grad_norm=self.a.max_grad_norm)
 
+    # -- acting ----------------------------------------------------------------------------------------
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             return self.q(torch.as_tensor(obs, dtype=self.obs_dtype, device=self.device)).argmax(-1).cpu().numpy()
 
     # -- one iteration -------------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
-        a, rt, timer = self.a, self.rt, self.timer
+        a, timer = self.a, self.timer
         next_obs = self.next_obs
         for _ in range(self.iteration_env_steps // a.num_envs):
             eps = self.epsilon()
@@ -168,15 +138,7 @@ class DQN(Algorithm):
             if explore.all():  # no forward needed: every env takes a random action
                 actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
             else:
-                t = timer.start()
-                obs_t = rt.h2d(next_obs, self.obs_dtype)
-                t = timer.lap("h2d", t)
-                with torch.inference_mode(), self.acting:
-                    q_values = self.act_fn(obs_t)
-                t = timer.lap("act", t)
-                q_np = rt.d2h(q_values)
-                timer.stop("d2h", t)
-                greedy_np = q_np.argmax(-1)
+                greedy_np = self.policy(next_obs).argmax(-1)
                 random_actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
                 actions = np.where(explore, random_actions, greedy_np)
 
@@ -194,11 +156,8 @@ class DQN(Algorithm):
             done_before = self.env_steps - self.iteration_env_steps
             self.lr.fill_(a.lr * max(1e-3, 1.0 - done_before / self.total_env_steps))
         losses = []
-        extra = F.adam_state(self.optimizer, self.params).as_args() if self.single_graph_update else ()
         batches = self.buffer.sample(a.batch_size, a.gradient_steps)
-        t = timer.start()
-        dev = {k: rt.h2d(v, self.obs_dtype if k.endswith("obs") else None) for k, v in batches.items()}
-        timer.stop("h2d", t)
+        dev = self.to_device(batches, self.obs_dtype)
         t = timer.start()
         next_q_target = self._next_q_target(dev["next_obs"])
         timer.stop("update", t)
@@ -206,7 +165,7 @@ class DQN(Algorithm):
                                               next_q_target, dev["terminated"])), strict=True)
         for obs, actions, rewards, next_obs_b, next_q, terminated in steps:
             t = timer.start()
-            losses.append(self.update_fn(obs, actions, rewards, next_obs_b, next_q, terminated, *extra))
+            losses.append(self.update(obs, actions, rewards, next_obs_b, next_q, terminated))
             timer.stop("update", t)
             self.updates += 1
         loss = torch.stack(losses)
@@ -229,59 +188,6 @@ class DQN(Algorithm):
         with self.rt.autocast():
             q = torch.cat([self.q_target(chunk) for chunk in rows.split(_TARGET_CHUNK_ROWS)])
         return q.reshape(*next_obs.shape[:2], -1)
-
-    def _update_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        next_obs: torch.Tensor,
-        next_q_target: torch.Tensor,
-        terminated: torch.Tensor,
-    ) -> torch.Tensor:
-        """One gradient step with autograd and torch.optim.Adam (eager; or compiled with a GradScaler)."""
-        a = self.a
-        target = self._td_target(rewards, next_obs, next_q_target, terminated)
-        loss = self._td_loss(self.q, obs, actions, target)
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.q.parameters(), a.max_grad_norm)
-            self.optimizer.step()
-        return loss.detach()
-
-    def _single_graph_update_step(
-        self,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        rewards: torch.Tensor,
-        next_obs: torch.Tensor,
-        next_q_target: torch.Tensor,
-        terminated: torch.Tensor,
-        steps: list[torch.Tensor],
-        exp_avgs: list[torch.Tensor],
-        exp_avg_sqs: list[torch.Tensor],
-    ) -> torch.Tensor:
-        """The same step as :meth:`_update_step` as one traceable function (compiled only).
-
-        The same loss, taken as a function of the parameters (``torch.func``), with the global-norm
-        clip and Adam on the optimizer's state.
-        """
-        target = self._td_target(rewards, next_obs, next_q_target, terminated)
-
-        def loss_of(params: list[torch.Tensor]) -> torch.Tensor:
-            return self._td_loss(partial(self._q_forward, params), obs, actions, target)
-
-        grads, loss = torch.func.grad_and_value(loss_of)([p.detach() for p in self.params])
-        grads = F.clip_grad_norm(grads, self.a.max_grad_norm)
-        F.adam_step_(self.params, grads, F.AdamState(steps, exp_avgs, exp_avg_sqs), self.optimizer, self.lr)
-        return loss.detach()
 
     # -- state -----------------------------------------------------------------------------------------
     def modules(self) -> dict[str, nn.Module]:

@@ -30,7 +30,7 @@ import numpy as np
 from rlsweep.bench.stats import learning_difference, ratio_with_ci
 
 #: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (see docs/results/bench.md):
-#: every algorithm's update compiles into one graph (algos/functional.py) and pays; a compiled call
+#: every algorithm's update compiles into one graph (rlsweep.update) and pays; a compiled call
 #: of the batch-1 (DQN, SAC) or batch-8 (PPO) acting forward costs as much as the eager forward or
 #: more, so acting stays eager (compile.functions=[update]). Inductor's C++ wrapper and skipping
 #: dynamo's guards after warm-up each took ~4-8% off a gradient step (measured in-process).

@@ -1,0 +1,331 @@
+"""The gradient step, owned by the runtime: an algorithm writes its losses, rlsweep takes the step.
+
+An algorithm builds one :class:`Update` around the function that makes one gradient step and, in
+that function, hands each loss to :meth:`Runtime.minimize` with the ``torch.optim`` optimizer that
+owns its parameters::
+
+    self.update = rt.update(self._gradient_step, self.modules(), self.optimizers())
+
+    def _gradient_step(self, obs, actions, target):
+        return rt.minimize(lambda: self._td_loss(obs, actions, target), self.optimizer, max_grad_norm=10.0)
+
+How the step is taken is the ``compile`` and ``dtype`` toggles' business, not the algorithm's:
+
+* eager (the baseline every toggle is compared with): ``loss.backward()``, the norm clip, the
+  optimizer's own ``step()``, and with float16 on CUDA one GradScaler for every optimizer of the
+  step, updated once after all of them;
+* compiled ("update" in ``compile.functions``): the whole step is ONE graph. ``backward()`` and
+  ``step()`` would split it into forward, backward and optimizer graphs, and for small RL networks
+  each graph's call overhead is a real share of the step. So the loss is called with the
+  optimized parameters swapped in (``torch.func.functional_call`` on a root holding the
+  algorithm's modules), its gradients come from ``torch.func.grad_and_value``, and the clip and
+  the optimizer's update are torch's own formulas on the optimizer's own state tensors: a
+  checkpoint, a resume or a later eager run see an ordinary ``torch.optim`` state. Learning
+  rates enter as tensors, so a schedule changes a value, never the graph.
+
+The single-graph step knows Adam, AdamW, RMSprop and SGD (the optimizers RL code uses); another
+optimizer, or an option it does not write (``amsgrad``, ``maximize``, SGD's ``dampening``), or a
+GradScaler (its skipped steps are a host decision) keeps the eager step inside the compiled
+function, and the compile record shows the graph breaks that costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from rlsweep.runtime import Runtime
+
+#: optimizer state per parameter that the single-graph step reads and writes, by optimizer class
+_STATE_KEYS: dict[type[torch.optim.Optimizer], Callable[[dict[str, Any]], tuple[str, ...]]] = {
+    torch.optim.Adam: lambda g: ("step", "exp_avg", "exp_avg_sq"),
+    torch.optim.AdamW: lambda g: ("step", "exp_avg", "exp_avg_sq"),
+    torch.optim.RMSprop: lambda g: ("step", "square_avg", *(("momentum_buffer",) if g["momentum"] > 0 else ()),
+                                    *(("grad_avg",) if g["centered"] else ())),
+    torch.optim.SGD: lambda g: ("momentum_buffer",) if g["momentum"] != 0 else (),
+}
+
+
+def single_graph_refusal(optimizer: torch.optim.Optimizer) -> str | None:
+    """Why ``optimizer`` cannot take its step inside the single graph (None: it can)."""
+    kind = type(optimizer)
+    if kind not in _STATE_KEYS:
+        return f"{kind.__name__} is not one of {', '.join(k.__name__ for k in _STATE_KEYS)}"
+    for group in optimizer.param_groups:
+        for option in ("amsgrad", "maximize", "differentiable", "fused"):
+            if group.get(option):
+                return f"{kind.__name__}({option}=True)"
+        if kind is torch.optim.SGD and group["momentum"] != 0 and group["dampening"] != 0:
+            return "SGD with momentum and dampening != 0"  # its first step differs from the recurrence
+    return None
+
+
+class _Root(nn.Module):
+    """The algorithm's modules under one root: ``functional_call`` swaps their parameters for a loss call."""
+
+    def __init__(self, modules: Mapping[str, nn.Module]) -> None:
+        super().__init__()
+        self.held = nn.ModuleDict(modules)
+
+    def forward(self, loss_fn: Callable[[], Any]) -> Any:
+        return loss_fn()
+
+
+class Update:
+    """One gradient step of an algorithm, taken as the toggles say (see the module docstring).
+
+    Made by :meth:`Runtime.update`; call it with the step function's arguments.
+    """
+
+    def __init__(self, rt: Runtime, step: Callable[..., Any], modules: Mapping[str, nn.Module] | Iterable[nn.Module],
+                 optimizers: Mapping[str, torch.optim.Optimizer] | Iterable[torch.optim.Optimizer],
+                 name: str = "update", single_graph: bool | None = None) -> None:
+        self.rt = rt
+        self.step = step
+        mods = dict(modules) if isinstance(modules, Mapping) else {str(i): m for i, m in enumerate(modules)}
+        self.optimizers = tuple(optimizers.values() if isinstance(optimizers, Mapping) else optimizers)
+        for opt in self.optimizers:
+            if rt.is_cuda and "capturable" in opt.defaults:
+                # step counters on the device: a step never waits for the host (a tensor learning rate
+                # would be read with .item() at every step), and a compiled step can be one device graph
+                for group in opt.param_groups:
+                    group["capturable"] = True
+        self.scaler = rt.grad_scaler()
+        refusals = [r for r in map(single_graph_refusal, self.optimizers) if r]
+        #: why the compiled step keeps backward() + step() (None: it is one graph, or the step is eager)
+        self.eager_reason: str | None = None
+        if single_graph is None:
+            single_graph = rt.compiles(name)
+            if single_graph and (self.scaler is not None or refusals):
+                self.eager_reason = "float16's GradScaler" if self.scaler is not None else refusals[0]
+                single_graph = False
+        self.single_graph = single_graph
+        self._root = _Root(mods)
+        names = {id(p): n for n, p in self._root.named_parameters()}
+        self._names: list[list[str]] = []
+        for opt in self.optimizers:
+            params = [p for g in opt.param_groups for p in g["params"]]
+            loose = [tuple(p.shape) for p in params if id(p) not in names]
+            if loose:
+                raise TypeError(f"{type(opt).__name__} optimizes tensors of shapes {loose} that are not parameters "
+                                f"of the modules given to rt.update ({', '.join(mods)}): hold each as an "
+                                f"nn.Parameter of one of them")
+            self._names.append([names[id(p)] for p in params])
+        #: per optimizer, what the single-graph step reads: the same objects call after call (dynamo
+        #: guards on them), filled in place
+        self._bound: list[Any] = [None] * len(self.optimizers)
+        self._fn = rt.compile(step, name)
+
+    def __call__(self, *args: Any) -> Any:
+        if self.single_graph:
+            for i in range(len(self.optimizers)):
+                self._refresh(i)
+        self.rt._update = self
+        try:
+            out = self._fn(*args)
+        finally:
+            self.rt._update = None
+        if self.scaler is not None:
+            self.scaler.update()  # once per gradient step, after every optimizer it scaled
+        return out
+
+    # -- eager: autograd and torch.optim ------------------------------------------------------------
+    def minimize(self, loss_fn: Callable[[], Any], optimizer: torch.optim.Optimizer, max_grad_norm: float | None,
+                 has_aux: bool) -> Any:
+        if self.single_graph:
+            return self._functional_minimize(loss_fn, optimizer, max_grad_norm, has_aux)
+        out = loss_fn()
+        loss, aux = out if has_aux else (out, None)
+        optimizer.zero_grad(set_to_none=True)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            if max_grad_norm is not None:
+                self.scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(params, max_grad_norm)
+            self.scaler.step(optimizer)
+        else:
+            loss.backward()
+            if max_grad_norm is not None:
+                nn.utils.clip_grad_norm_(params, max_grad_norm)
+            optimizer.step()
+        return (loss.detach(), aux) if has_aux else loss.detach()
+
+    # -- compiled: one graph -------------------------------------------------------------------------
+    def _functional_minimize(self, loss_fn: Callable[[], Any], optimizer: torch.optim.Optimizer,
+                             max_grad_norm: float | None, has_aux: bool) -> Any:
+        index = next(i for i, o in enumerate(self.optimizers) if o is optimizer)
+        names = self._names[index]
+        # every other parameter enters detached: the loss is differentiated for this optimizer's only
+        frozen = {n: p.detach() for n, p in self._root.named_parameters()}
+
+        def loss_of(own: dict[str, torch.Tensor]) -> Any:
+            return torch.func.functional_call(self._root, {**frozen, **own}, (loss_fn,))
+
+        grads, out = torch.func.grad_and_value(loss_of, has_aux=has_aux)({n: frozen[n] for n in names})
+        grad_list = [grads[n] for n in names]
+        if max_grad_norm is not None:
+            grad_list = clip_grad_norm(grad_list, max_grad_norm)
+        # the groups as _refresh last copied them: torch.optim's own dicts are not read here, as a
+        # learning-rate schedule writes into them at every step and dynamo would guard on them
+        groups, lrs, states, _ = self._bound[index]
+        start = 0
+        for (params, hyper), lr, state in zip(groups, lrs, states, strict=True):
+            end = start + len(params)
+            _STEPS[type(optimizer)](params, grad_list[start:end], state, hyper, lr)
+            start = end
+        if has_aux:
+            loss, aux = out
+            return loss.detach(), aux
+        return out.detach()
+
+    def _refresh(self, index: int) -> None:
+        """Bring ``self._bound[index]`` up to date with optimizer ``index``: (groups, learning rates, state).
+
+        The groups are copies of (parameters, hyper-parameters but the learning rate), replaced when
+        the optimizer's change (a recompile: the graph holds them as constants). The learning rates
+        are tensors: a group's own, or a float copied into one, so a schedule changes a value, not the
+        graph. The state lists keep their tensors: a state loaded from a checkpoint is copied into
+        them, so a resumed job does not recompile.
+        """
+        opt = self.optimizers[index]
+        bound = self._bound[index]
+        if bound is None or len(bound[0]) != len(opt.param_groups) or any(
+                g["params"] is not params or len(g) != len(hyper) + 2 or any(g[k] != v for k, v in hyper.items())
+                for g, (params, hyper) in zip(opt.param_groups, bound[0], strict=False)):
+            groups = tuple((g["params"], {k: v for k, v in g.items() if k not in ("params", "lr")})
+                           for g in opt.param_groups)
+            lrs = [torch.zeros((), device=self.rt.device) for _ in opt.param_groups]
+            bound = self._bound[index] = (groups, lrs, [_state_lists(opt, g) for g in opt.param_groups], opt.state)
+        groups, lrs, states, state_dict = bound
+        for k, group in enumerate(opt.param_groups):
+            lr = group["lr"]
+            if isinstance(lr, torch.Tensor):
+                lrs[k] = lr
+            else:
+                lrs[k].fill_(lr)
+        if state_dict is not opt.state:  # load_state_dict replaced it: copy into the tensors the graph holds
+            for group, lists in zip(opt.param_groups, states, strict=True):
+                keys = _STATE_KEYS[type(opt)](group)
+                for key, mine, theirs in zip(keys, lists, _state_lists(opt, group), strict=True):
+                    for p, m, t in zip(group["params"], mine, theirs, strict=True):
+                        if m is not t:
+                            m.copy_(t)
+                            opt.state[p][key] = m
+            self._bound[index] = (groups, lrs, states, opt.state)
+
+
+def _state_lists(opt: torch.optim.Optimizer, group: dict[str, Any]) -> list[list[torch.Tensor]]:
+    """``group``'s state per key (parallel lists over its parameters), created as torch.optim creates it.
+
+    A capturable optimizer keeps its step counters on the parameters' device; its state tensors
+    are marked as static addresses, as torch.optim does when compiled, so a CUDA graph updates
+    them in place instead of skipping the graph for mutated inputs.
+    """
+    keys = _STATE_KEYS[type(opt)](group)
+    capturable = group.get("capturable", False)
+    for p in group["params"]:
+        state = opt.state[p]
+        for key in keys:
+            if key not in state:
+                if key == "step":
+                    state[key] = (torch.zeros((), dtype=torch.float32, device=p.device) if capturable
+                                  else torch.tensor(0.0, dtype=torch.get_default_dtype()))
+                else:
+                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if capturable:
+            for t in state.values():
+                torch._dynamo.mark_static_address(t)
+    return [[opt.state[p][key] for p in group["params"]] for key in keys]
+
+
+def clip_grad_norm(grads: Sequence[torch.Tensor], max_norm: float) -> list[torch.Tensor]:
+    """``grads`` scaled as ``nn.utils.clip_grad_norm_`` scales them (global L2 norm, same epsilon)."""
+    norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
+    clip = torch.clamp(max_norm / (torch.linalg.vector_norm(norms) + 1e-6), max=1.0)
+    return [g * clip for g in grads]
+
+
+# -- the optimizers' updates: torch.optim's single-tensor formulas on its state ---------------------
+@torch.no_grad()
+def _adam(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
+          group: dict[str, Any], lr: torch.Tensor, decoupled: bool = False) -> None:
+    steps, exp_avgs, exp_avg_sqs = state
+    beta1, beta2 = group["betas"]
+    eps, weight_decay = group["eps"], group["weight_decay"]
+    # every parameter of a group is at the same step: its bias corrections are two scalars
+    step = steps[0] + 1
+    step_size_neg, bias2_sqrt = _once(torch.stack([-(lr / (1 - beta1**step)), (1 - beta2**step).sqrt()]))
+    for p, g, s, m, v in zip(params, grads, steps, exp_avgs, exp_avg_sqs, strict=True):
+        s += 1
+        if weight_decay != 0:
+            if decoupled:
+                p.mul_(1 - lr * weight_decay)
+            else:
+                g = g.add(p, alpha=weight_decay)
+        m.lerp_(g, 1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        p.addcdiv_(m, (v.sqrt() / (bias2_sqrt * step_size_neg)).add_(eps / step_size_neg))
+
+
+@torch.no_grad()
+def _adamw(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
+           group: dict[str, Any], lr: torch.Tensor) -> None:
+    _adam(params, grads, state, group, lr, decoupled=True)
+
+
+@torch.no_grad()
+def _rmsprop(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
+             group: dict[str, Any], lr: torch.Tensor) -> None:
+    alpha, eps, weight_decay, momentum = group["alpha"], group["eps"], group["weight_decay"], group["momentum"]
+    steps, square_avgs, *rest = state
+    bufs = rest.pop(0) if momentum > 0 else [None] * len(params)
+    grad_avgs = rest.pop(0) if group["centered"] else [None] * len(params)
+    for p, g, s, sq, buf, ga in zip(params, grads, steps, square_avgs, bufs, grad_avgs, strict=True):
+        s += 1
+        if weight_decay != 0:
+            g = g.add(p, alpha=weight_decay)
+        sq.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+        if ga is not None:
+            ga.lerp_(g, 1 - alpha)
+            avg = sq.addcmul(ga, ga, value=-1).sqrt_().add_(eps)
+        else:
+            avg = sq.sqrt().add_(eps)
+        if buf is not None:
+            buf.mul_(momentum).addcdiv_(g, avg)
+            p.sub_(lr * buf)
+        else:
+            p.sub_(lr * g / avg)
+
+
+@torch.no_grad()
+def _sgd(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
+         group: dict[str, Any], lr: torch.Tensor) -> None:
+    momentum, weight_decay, nesterov = group["momentum"], group["weight_decay"], group["nesterov"]
+    bufs = state[0] if momentum != 0 else [None] * len(params)
+    for p, g, buf in zip(params, grads, bufs, strict=True):
+        if weight_decay != 0:
+            g = g.add(p, alpha=weight_decay)
+        if buf is not None:
+            # torch.optim.SGD starts the buffer at the first gradient; from zeros (dampening 0) it is the same
+            buf.mul_(momentum).add_(g)
+            g = g.add(buf, alpha=momentum) if nesterov else buf
+        p.sub_(lr * g)
+
+
+_STEPS: dict[type[torch.optim.Optimizer], Callable[..., None]] = {
+    torch.optim.Adam: _adam, torch.optim.AdamW: _adamw, torch.optim.RMSprop: _rmsprop, torch.optim.SGD: _sgd}
+
+
+def _once(scalars: torch.Tensor) -> torch.Tensor:
+    """``scalars``, computed once per call instead of once per vector of every parameter.
+
+    Inductor inlines scalar pointwise math into each kernel that reads it, so Adam's two ``pow``
+    would be evaluated for every 8 floats of every parameter, and they would be most of the Adam
+    step's cost (docs/results/profiling.md). A reduction is always its own buffer.
+    """
+    return scalars.unsqueeze(-1).amax(-1)
