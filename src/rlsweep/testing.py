@@ -11,12 +11,18 @@ rlsweep runs this same contract over its built-in algorithms and over ``examples
         tiny = ["algo.learning_starts=32", "algo.batch_size=16", "total_env_steps=160"]
         incompatible_env = "cartpole"        # an env your algorithm cannot drive (None: none)
         learning_bar = (20_000, -300.0)      # slow test: final return >= bar on 2 of 3 seeds
+        compiles_clean = True                # slow test: compiled, no graph break and no recompile
 
 Each check composes the real Hydra configs (rlsweep's ``conf/`` plus ``config_dir``) and trains
 for real: every phase is timed, the same seed gives the same numbers, every hyper-parameter of
-the schema is read, an incompatible env is refused before launch, a non-finite loss stops the
-job, and a job stopped by a signal resumes from its checkpoint with exactly the numbers of an
-uninterrupted run.
+the schema is read by the algorithm's own code while it trains, acting runs on the eval-mode
+views (``twin_modules``), an incompatible env is refused before launch, a non-finite loss stops
+the job, and a job stopped by a signal resumes from its checkpoint with exactly the numbers of an
+uninterrupted run. The slow checks (``-m slow``): the algorithm learns, and compiled it has no
+graph break and no recompile (each listed with dynamo's reason).
+
+Installed, this module is a pytest plugin (``pytest11`` entry point): it registers the ``slow``
+marker, and pytest rewrites its assertions so that a failed check shows its values.
 """
 
 from __future__ import annotations
@@ -29,7 +35,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
+
 from rlsweep.resources import CONF_DIR  # rlsweep's own config directory (checkout or installed package)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The contract's marker, registered for every suite that installs rlsweep (``--strict-markers`` too)."""
+    config.addinivalue_line("markers", "slow: minutes of training (rlsweep's contract: learning, compiling)")
+
 
 #: what every contract job adds: a short, quiet, single-threaded job with W&B off
 QUIET = ("warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1")
@@ -75,6 +89,8 @@ class AlgorithmContract:
     learning_bar: ClassVar[tuple[int, float]]
     #: phases every steady iteration records
     phases: ClassVar[tuple[str, ...]] = ("env_step", "act", "h2d", "d2h", "update")
+    #: compiled (``compile=default``), the job must have no graph break and no recompile; False: only reported
+    compiles_clean: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -123,21 +139,65 @@ class AlgorithmContract:
         assert all(torch.equal(pa[k], pb[k]) for k in pa)
 
     def test_every_hyper_parameter_is_used(self) -> None:
-        """Config parity: no schema field that the algorithm's module ignores."""
+        """Config parity: every field of the schema is read by the algorithm's own code while it trains."""
         from rlsweep.algos import algorithm_class
         from rlsweep.config import AlgoConfig
+        from rlsweep.runner import train
 
-        cls = algorithm_class(self.cfg().algo._target_)
-        source = inspect.getsource(inspect.getmodule(cls))
+        cfg = self.cfg()
+        cls = algorithm_class(cfg.algo._target_)
+        reads = _record_reads(cfg, cls)
+        train(cfg)
         generic = {f.name for f in dataclasses.fields(AlgoConfig)} - {"hidden_sizes", "activation", "lr", "gamma"}
-        for field in dataclasses.fields(cls.config_class):
-            if field.name in generic:
-                continue
-            assert f".{field.name}" in source, f"algo.{field.name} is in the schema but the module never reads it"
+        unread = sorted(f.name for f in dataclasses.fields(cls.config_class) if f.name not in generic | reads)
+        assert not unread, f"in the schema but never read by {cls.__module__} while training: algo.{unread}"
+
+    def test_acting_runs_on_the_eval_mode_views(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Acting goes through ``rt.policy``, and with twin_modules=true nothing timed as "act" runs the
+        train-mode networks: acting that calls them itself would bypass ``twin_modules``."""
+        from rlsweep import runtime, timing
+
+        seen = {"calls": 0, "forwards": 0, "in_act": 0}
+        init, call = runtime.Policy.__init__, runtime.Policy.__call__
+        start, stop, lap = timing.PhaseTimer.start, timing.PhaseTimer.stop, timing.PhaseTimer.lap
+
+        def note_forward(*_: Any) -> None:
+            seen["forwards"] += 1  # a forward of a train-mode network since the timer's last reading
+
+        def recording_init(policy: Any, rt: Any, timer: Any, modules: Any, *args: Any) -> None:
+            modules = tuple(modules)
+            init(policy, rt, timer, modules, *args)  # the twins are made here, before the hooks below
+            for module in modules:
+                for sub in module.modules():
+                    sub.register_forward_pre_hook(note_forward)
+
+        def recording_call(policy: Any, *args: Any) -> Any:
+            seen["calls"] += 1
+            return call(policy, *args)
+
+        def recording_start(timer: Any) -> float:
+            seen["forwards"] = 0
+            return start(timer)
+
+        def ending(method: Any) -> Any:
+            def record(timer: Any, phase: str, t0: float) -> float:
+                seen["in_act"] += seen["forwards"] if phase == "act" else 0
+                seen["forwards"] = 0
+                return method(timer, phase, t0)
+            return record
+
+        monkeypatch.setattr(runtime.Policy, "__init__", recording_init)
+        monkeypatch.setattr(runtime.Policy, "__call__", recording_call)
+        monkeypatch.setattr(timing.PhaseTimer, "start", recording_start)
+        monkeypatch.setattr(timing.PhaseTimer, "stop", ending(stop))
+        monkeypatch.setattr(timing.PhaseTimer, "lap", ending(lap))
+        out = self.train("twin_modules=true")
+        assert seen["calls"] > 0 and out.timings["act"]["count"] > 0, "act through rt.policy(timer, *modules)"
+        assert seen["in_act"] == 0, (
+            f"{seen['in_act']} forwards of train-mode networks timed as acting: the forward given to rt.policy "
+            "must use the modules it is passed (the eval-mode twins), not self.<network>")
 
     def test_rejects_incompatible_env(self) -> None:
-        import pytest
-
         from rlsweep.validate import validate
 
         if self.incompatible_env is None:
@@ -146,8 +206,6 @@ class AlgorithmContract:
         assert any(" needs a " in e and "action space" in e for e in errors), errors
 
     def test_non_finite_loss_stops_the_job(self) -> None:
-        import pytest
-
         from rlsweep.algos.base import NonFiniteLossError
 
         with pytest.raises(NonFiniteLossError, match=r"non-finite loss at update \d+"):
@@ -155,7 +213,6 @@ class AlgorithmContract:
 
     def test_resume_from_checkpoint_is_exact(self, tmp_path: Path) -> None:
         """Stopped by a signal after 3 iterations and resumed: same numbers as one straight run."""
-        import pytest
         import torch
 
         from rlsweep.signals import Interrupted
@@ -182,8 +239,6 @@ class AlgorithmContract:
         assert all(torch.equal(p0[k], p1[k]) for k in p0)
 
     def test_checkpoint_of_another_config_is_ignored(self, tmp_path: Path) -> None:
-        import pytest
-
         from rlsweep.signals import Interrupted
 
         ckpt = tmp_path / "checkpoint.pt"
@@ -199,8 +254,25 @@ class AlgorithmContract:
         other = self.train("total_env_steps=768", "seed=5", checkpoint_path=ckpt)
         assert other.requeues == 0
 
+    @pytest.mark.slow
+    def test_compiles(self) -> None:
+        """Compiled (``compile=default``): graph breaks and recompiles, with dynamo's reasons; none if ``compiles_clean``."""
+        import warnings
+
+        out = self.train("compile=default")
+        found = [f"{name}: {kind} {r.get('count', 1)}x: {r['reason']}"
+                 for name, fn in out.compile["per_function"].items()
+                 for kind, key in (("graph break", "graph_break_reasons"), ("recompile", "recompile_reasons"))
+                 for r in fn[key]]
+        counts = f"{out.compile['graph_breaks']} graph breaks, {out.compile['recompiles']} recompiles"
+        if self.compiles_clean:
+            assert out.compile["graph_breaks"] == 0 and out.compile["recompiles"] == 0, "\n".join([counts, *found])
+        elif found:
+            warnings.warn("\n".join([f"{self.algo} compiled with {counts}", *found]), stacklevel=1)
+
+    @pytest.mark.slow
     def test_learns(self) -> None:
-        """The default hyper-parameters reach the bar on at least 2 of 3 seeds (marked slow by rlsweep's suite)."""
+        """The default hyper-parameters reach the bar on at least 2 of 3 seeds."""
         from rlsweep.runner import train
 
         total, bar = self.learning_bar
@@ -212,3 +284,24 @@ class AlgorithmContract:
             if sum(f >= bar for f in finals) >= 2:
                 break
         assert sum(f >= bar for f in finals) >= 2, f"final returns {finals} vs bar {bar}"
+
+
+def _record_reads(cfg: Any, cls: type) -> set[str]:
+    """Replace ``cfg.algo`` by a copy that notes each field read from the files of ``cls``'s package."""
+    import sys
+
+    algo = cfg.algo
+    files = {os.path.dirname(inspect.getfile(c)) for c in cls.__mro__ if c.__module__ == cls.__module__}
+    fields = {f.name for f in dataclasses.fields(algo)}
+    reads: set[str] = set()
+
+    class Recording(type(algo)):  # type: ignore[misc]
+        def __getattribute__(self, name: str) -> Any:
+            if name in fields and os.path.dirname(sys._getframe(1).f_code.co_filename) in files:
+                reads.add(name)
+            return super().__getattribute__(name)
+
+    recording = object.__new__(Recording)
+    recording.__dict__.update(algo.__dict__)
+    cfg.algo = recording
+    return reads
