@@ -6,8 +6,6 @@ config under conf/algo/ (or the TD3 example) has no subclass.
 
 from __future__ import annotations
 
-import pytest
-
 from rlsweep.testing import AlgorithmContract
 
 
@@ -15,9 +13,3 @@ class Contract(AlgorithmContract):
     """Every algorithm here compiles with no graph break and no recompile."""
 
     compiles_clean = True
-
-    @pytest.mark.slow
-    def test_compiles(self) -> None:
-        if self.config_dir is None:
-            pytest.skip("rlsweep's own algorithms: tests/toggles/test_compile.py asserts it on every compiled job")
-        super().test_compiles()

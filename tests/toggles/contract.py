@@ -2,35 +2,33 @@
 
 ``ToggleContract`` has no ``Test`` prefix, so pytest collects only its subclasses. A toggle in
 ``rlsweep.toggles.TOGGLES`` without a subclass fails ``test_every_toggle_has_a_contract``. The
-overrides that turn a toggle on and its value come from the toggle class itself; what a subclass
-must write is ``assert_acts``: the observable effect of the toggle (a toggle that does nothing
-fails it), checked on every algorithm, the TD3 plugin included.
+overrides that turn a toggle on come from the toggle class, its observable effect from
+``rlsweep.testing.toggles.EFFECTS``: the public algorithm contract checks that effect on every
+algorithm (tests/algos, the TD3 plugin included); here the Atari job (slow) and what does not
+depend on the algorithm: composing, records and W&B, global state, CPU/CUDA applicability.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import json
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from unittest import mock
 
 import pytest
 import torch
 from helpers import compose_cfg, params_of, tiny_cfg
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlsweep.algos import algorithm_class
 from rlsweep.envs import make_envs
-from rlsweep.runner import TrainOutcome, seed_everything, train
+from rlsweep.runner import seed_everything, train
+from rlsweep.testing.toggles import EFFECTS, Effect, Observation, global_state, observe
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import Toggle, applied_toggles
 from rlsweep.tracking import flatten
 
-#: every toggle's contract runs on each; atari_ppo (the Nature CNN on Breakout frames, a tiny budget)
-#: is in the slow tier: its compiled jobs compile convolutions and their backward
-ALGOS = ("ppo", "dqn", "sac", "td3", pytest.param("atari_ppo", marks=pytest.mark.slow))
+#: the Atari PPO job (the Nature CNN on Breakout frames, a tiny budget) has no algorithm contract of its
+#: own: each toggle's effect is checked on it here, in the slow tier (its compiled jobs compile convolutions)
+ALGOS = (pytest.param("atari_ppo", marks=pytest.mark.slow),)
 
 
 @functools.cache
@@ -53,88 +51,6 @@ def initial_params(algo: str) -> dict[str, torch.Tensor]:
             envs.close()
 
 
-def global_state() -> dict[str, Any]:
-    """Process-global settings a job may touch and must leave as it found them."""
-    handler = torch._dynamo.callback_handler
-    return {
-        "num_threads": torch.get_num_threads(),
-        "matmul_precision": torch.get_float32_matmul_precision(),
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "deterministic": torch.are_deterministic_algorithms_enabled(),
-        "grad_enabled": torch.is_grad_enabled(),
-        "default_dtype": torch.get_default_dtype(),
-        "dynamo_callbacks": (len(handler.start_callbacks), len(handler.end_callbacks)),
-    }
-
-
-class _OpRecorder(TorchDispatchMode):
-    """Counts every aten op an eager job runs, by (op name, dtype of its first tensor output), and
-    the memory format of every 4-d input a convolution (forward or backward) reads."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: collections.Counter[tuple[str, str]] = collections.Counter()
-        self.conv_layouts: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func.__name__.startswith("convolution") and args and isinstance(args[0], torch.Tensor) and args[0].dim() == 4:
-            x = args[0]
-            nhwc = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
-            self.conv_layouts["channels_last" if nhwc else "contiguous"] += 1
-        out = func(*args, **(kwargs or {}))
-        first = out[0] if isinstance(out, (tuple, list)) and out else out
-        dtype = str(first.dtype).removeprefix("torch.") if isinstance(first, torch.Tensor) else ""
-        self.ops[func.__name__, dtype] += 1  # e.g. ("relu_.default", "float32")
-        return out
-
-
-@dataclass
-class Observation:
-    """What a job visibly did while it trained: the evidence a toggle's effect is checked against."""
-
-    outcome: TrainOutcome
-    #: aten ops by (name, output dtype); empty unless recorded (eager jobs only)
-    ops: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
-    #: memory formats of the 4-d inputs convolutions read ("channels_last", "contiguous"); recorded with ops
-    conv_layouts: collections.Counter[str] = field(default_factory=collections.Counter)
-    #: nn.Module.train()/.eval() calls after the first iteration
-    mode_switches: int = 0
-    #: process-global settings seen inside the training loop, and after the job
-    before: dict[str, Any] = field(default_factory=dict)
-    during: dict[str, Any] = field(default_factory=dict)
-    after: dict[str, Any] = field(default_factory=dict)
-
-    def ops_named(self, *names: str, dtype: str | None = None) -> int:
-        return sum(n for (op, dt), n in self.ops.items()
-                   if op.split(".")[0] in names and (dtype is None or dt == dtype))
-
-
-def observe(cfg: Any, record_ops: bool = False) -> Observation:
-    """Train ``cfg`` with every instrument on."""
-    switches = {"counting": False, "n": 0}
-    during: dict[str, Any] = {}
-    train_method = torch.nn.Module.train
-
-    def counting_train(module: torch.nn.Module, mode: bool = True) -> torch.nn.Module:
-        if switches["counting"] and module._modules is not None:
-            switches["n"] += 1
-        return train_method(module, mode)
-
-    def hook(row: dict[str, Any], env_steps: int) -> None:
-        switches["counting"] = True
-        during.update(global_state())
-
-    before = global_state()
-    recorder = _OpRecorder()
-    with mock.patch.object(torch.nn.Module, "train", counting_train):
-        if record_ops:
-            with recorder:
-                outcome = train(cfg, on_iteration=hook)
-        else:
-            outcome = train(cfg, on_iteration=hook)
-    return Observation(outcome, recorder.ops, recorder.conv_layouts, switches["n"], before, during, global_state())
-
-
 @functools.cache
 def baseline_observation(algo: str, record_ops: bool) -> Observation:
     """The all-off tiny job of ``algo``, observed (shared by every toggle's ``test_acts``)."""
@@ -155,33 +71,21 @@ def toggled_observation(algo: str, on: tuple[str, ...], record_ops: bool) -> tup
     return observation, params
 
 
-def assert_not_applicable_here(toggle: str, on: Observation, off: Observation) -> None:
-    """A CUDA-only toggle on a CPU job: recorded as set, not applied, with the reason (off: applied)."""
-    state = on.outcome.toggles[toggle]
-    assert state["value"] is True and not state["applied"] and "not applicable" in state["reason"]
-    assert off.outcome.toggles[toggle]["applied"]
-
-
 class ToggleContract:
     #: the toggle under test (its class gives the overrides that turn it on)
     toggle: ClassVar[type[Toggle]]
-    #: record every aten op of the jobs ``test_acts`` runs (eager toggles; slows a job ~2x)
-    record_ops: ClassVar[bool] = False
-    #: parameters after N updates vs the all-off baseline: allclose(rtol, atol); 0 = bit-exact
-    rtol: ClassVar[float] = 0.0
-    atol: ClassVar[float] = 0.0
-    #: > 0: instead of elementwise closeness, |p - p_base| <= drift * |p_base - p_init| over all
-    #: parameters (for reduced precision, where single elements may round the other way)
-    drift: ClassVar[float] = 0.0
     #: substring of the reason this setting gives on a CPU-only job (None: it applies on CPU)
     cpu_reason: ClassVar[str | None] = None
+    #: its observable effect and float tolerance (rlsweep.testing.toggles.EFFECTS)
+    effect: ClassVar[Effect]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not hasattr(cls, "toggle"):
             raise TypeError(f"{cls.__name__} must set toggle")
-        if cls.assert_acts is ToggleContract.assert_acts:
-            raise TypeError(f"{cls.__name__} must write assert_acts: the toggle's observable effect")
+        cls.effect = EFFECTS[cls.toggle.name]
+        cls.record_ops, cls.rtol, cls.atol, cls.drift = (cls.effect.record_ops, cls.effect.rtol, cls.effect.atol,
+                                                         cls.effect.drift)
         cls.on = list(cls.toggle.on)
         cls.on_value = cls.toggle().value(compose_cfg(cls.on))
         for name in dir(ToggleContract):
@@ -190,7 +94,7 @@ class ToggleContract:
 
     def assert_acts(self, on: Observation, off: Observation) -> None:
         """Fail unless ``on`` (the toggle on) shows the toggle's effect and ``off`` (all off) does not."""
-        raise NotImplementedError
+        self.effect.check(on, off)
 
     @pytest.mark.parametrize("algo", ALGOS)
     def test_acts(self, algo: str) -> None:

@@ -4,27 +4,14 @@ from helpers import compose_cfg, params_of, tiny_cfg
 from rlsweep.runner import train
 from rlsweep.toggles.channels_last import ChannelsLastToggle
 
-from .contract import Observation, ToggleContract, observe, reference_params
+from .contract import ToggleContract, observe, reference_params
 
 
 class TestChannelsLast(ToggleContract):
     toggle = ChannelsLastToggle
-    record_ops = True
     # the contract's default job (PPO on CartPole) has no convolution: there the toggle says so;
     # on the Atari jobs it applies on CPU too (test_acts[atari_ppo], test_acts_on_the_atari_cnn)
     cpu_reason = "no convolutional network"
-    # NHWC convolutions sum in another order: equal up to rounding, not bit for bit
-    rtol = 1e-4
-    atol = 1e-5
-
-    def assert_acts(self, on: Observation, off: Observation) -> None:
-        state = on.outcome.toggles[self.toggle.name]
-        if not state["applied"]:  # an MLP job: nothing to convert, and it says why
-            assert state["reason"].startswith("not applicable") and "no convolutional network" in state["reason"]
-            assert not on.conv_layouts and not off.conv_layouts
-            return
-        assert on.conv_layouts["channels_last"] > 0 and on.conv_layouts["contiguous"] == 0, on.conv_layouts
-        assert off.conv_layouts["contiguous"] > 0 and off.conv_layouts["channels_last"] == 0, off.conv_layouts
 
 
 def test_acts_on_the_atari_cnn() -> None:

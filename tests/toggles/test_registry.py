@@ -19,6 +19,12 @@ def test_every_toggle_has_a_contract() -> None:
     assert covered == {t.name for t in TOGGLES}
 
 
+def test_every_toggle_has_an_effect_the_algorithm_contract_checks() -> None:
+    from rlsweep.testing.toggles import EFFECTS
+
+    assert set(EFFECTS) == {t.name for t in TOGGLES}
+
+
 def test_the_readme_toggle_table_lists_every_toggle_and_its_values() -> None:
     """README's table is checked against the toggle classes: a new toggle, or a new value, must appear there."""
     import dataclasses

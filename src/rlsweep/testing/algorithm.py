@@ -1,29 +1,4 @@
-"""The algorithm contract, for your own test suite: run it on your algorithm before a sweep.
-
-rlsweep runs this same contract over its built-in algorithms and over ``examples/td3``. Subclass
-:class:`AlgorithmContract` in a pytest module (the class name must start with ``Test``)::
-
-    from rlsweep.testing import AlgorithmContract
-
-    class TestMyTD3(AlgorithmContract):
-        algo = "my_td3"                      # conf/algo/my_td3.yaml in your config dir
-        config_dir = "path/to/myproj/conf"   # what you pass to --config-dir
-        tiny = ["algo.learning_starts=32", "algo.batch_size=16", "total_env_steps=160"]
-        incompatible_env = "cartpole"        # an env your algorithm cannot drive (None: none)
-        learning_bar = (20_000, -300.0)      # slow test: final return >= bar on 2 of 3 seeds
-        compiles_clean = True                # slow test: compiled, no graph break and no recompile
-
-Each check composes the real Hydra configs (rlsweep's ``conf/`` plus ``config_dir``) and trains
-for real: every phase is timed, the same seed gives the same numbers, every hyper-parameter of
-the schema is read by the algorithm's own code while it trains, acting runs on the eval-mode
-views (``twin_modules``), an incompatible env is refused before launch, a non-finite loss stops
-the job, and a job stopped by a signal resumes from its checkpoint with exactly the numbers of an
-uninterrupted run. The slow checks (``-m slow``): the algorithm learns, and compiled it has no
-graph break and no recompile (each listed with dynamo's reason).
-
-Installed, this module is a pytest plugin (``pytest11`` entry point): it registers the ``slow``
-marker, and pytest rewrites its assertions so that a failed check shows its values.
-"""
+"""The algorithm contract (:class:`AlgorithmContract`); see :mod:`rlsweep.testing`."""
 
 from __future__ import annotations
 
@@ -38,12 +13,7 @@ from typing import Any, ClassVar
 import pytest
 
 from rlsweep.resources import CONF_DIR  # rlsweep's own config directory (checkout or installed package)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """The contract's marker, registered for every suite that installs rlsweep (``--strict-markers`` too)."""
-    config.addinivalue_line("markers", "slow: minutes of training (rlsweep's contract: learning, compiling)")
-
+from rlsweep.testing.toggles import EFFECTS, Observation, observe
 
 #: what every contract job adds: a short, quiet, single-threaded job with W&B off
 QUIET = ("warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1")
@@ -89,7 +59,7 @@ class AlgorithmContract:
     learning_bar: ClassVar[tuple[int, float]]
     #: phases every steady iteration records
     phases: ClassVar[tuple[str, ...]] = ("env_step", "act", "h2d", "d2h", "update")
-    #: compiled (``compile=default``), the job must have no graph break and no recompile; False: only reported
+    #: compiled (``compile=default``), the job must have no graph break and no recompile; False: they are listed
     compiles_clean: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -254,21 +224,89 @@ class AlgorithmContract:
         other = self.train("total_env_steps=768", "seed=5", checkpoint_path=ckpt)
         assert other.requeues == 0
 
-    @pytest.mark.slow
-    def test_compiles(self) -> None:
-        """Compiled (``compile=default``): graph breaks and recompiles, with dynamo's reasons; none if ``compiles_clean``."""
+    # -- the toggle contracts, over this algorithm ---------------------------------------------------
+    @pytest.mark.parametrize("toggle", sorted(EFFECTS))
+    def test_toggle_acts(self, toggle: str) -> None:
+        """The toggle, on, visibly changes what this algorithm's job does (or says why it cannot here)."""
         import warnings
 
-        out = self.train("compile=default")
+        effect = EFFECTS[toggle]
+        on, off = self._observed(_on(toggle), effect.record_ops), self._observed((), effect.record_ops)
+        effect.check(on, off)
+        if toggle != "compile":
+            return
+        compiled = on.outcome.compile
         found = [f"{name}: {kind} {r.get('count', 1)}x: {r['reason']}"
-                 for name, fn in out.compile["per_function"].items()
+                 for name, fn in compiled["per_function"].items()
                  for kind, key in (("graph break", "graph_break_reasons"), ("recompile", "recompile_reasons"))
                  for r in fn[key]]
-        counts = f"{out.compile['graph_breaks']} graph breaks, {out.compile['recompiles']} recompiles"
+        counts = f"{compiled['graph_breaks']} graph breaks, {compiled['recompiles']} recompiles"
         if self.compiles_clean:
-            assert out.compile["graph_breaks"] == 0 and out.compile["recompiles"] == 0, "\n".join([counts, *found])
+            assert compiled["graph_breaks"] == 0 and compiled["recompiles"] == 0, "\n".join([counts, *found])
         elif found:
             warnings.warn("\n".join([f"{self.algo} compiled with {counts}", *found]), stacklevel=1)
+
+    @pytest.mark.parametrize("toggle", sorted(EFFECTS))
+    def test_toggle_keeps_the_numbers(self, toggle: str) -> None:
+        """Same env steps, same updates, and parameters equal to the all-off job's within the toggle's tolerance."""
+        import torch
+
+        effect = EFFECTS[toggle]
+        on, off = self._observed(_on(toggle), effect.record_ops), self._observed((), effect.record_ops)
+        p_on, p_off = _PARAMS[self._key(_on(toggle), effect.record_ops)], _PARAMS[self._key((), effect.record_ops)]
+        assert on.outcome.env_steps == off.outcome.env_steps
+        assert on.outcome.updates == off.outcome.updates > 0
+        assert p_on.keys() == p_off.keys()
+        self._observed(("seed=1",), False)
+        other_seed = _PARAMS[self._key(("seed=1",), False)]
+        assert any(not torch.equal(p_off[k], v) for k, v in other_seed.items()), (
+            "a different seed must give different parameters, or this comparison proves nothing")
+        if effect.drift > 0:
+            p_init = self._initial_parameters()
+            flat = {name: torch.cat([p[k].flatten() for k in sorted(p)])
+                    for name, p in (("off", p_off), ("on", p_on), ("init", p_init))}
+            moved = (flat["off"] - flat["init"]).norm()
+            assert moved > 0
+            assert (flat["on"] - flat["off"]).norm() <= effect.drift * moved
+            return
+        for k in p_off:
+            if effect.rtol == 0 and effect.atol == 0:
+                assert torch.equal(p_on[k], p_off[k]), f"{k} differs from the all-off job's"
+            else:
+                torch.testing.assert_close(p_on[k], p_off[k], rtol=effect.rtol, atol=effect.atol,
+                                           msg=lambda m, k=k: f"{k}: {m}")
+
+    def _key(self, overrides: tuple[str, ...], record_ops: bool) -> tuple[Any, ...]:
+        return (self.algo, str(self.config_dir), tuple(self.tiny), overrides, record_ops)
+
+    def _observed(self, overrides: tuple[str, ...], record_ops: bool) -> Observation:
+        """The tiny job with ``overrides``, observed once per class and shared by both toggle tests."""
+        key = self._key(overrides, record_ops)
+        if key not in _OBSERVED:
+            observation = observe(self.cfg(*overrides), record_ops)
+            _PARAMS[key] = parameters(observation.outcome.algo)
+            observation.outcome.algo = None  # a replay buffer can be large; the parameters are kept
+            _OBSERVED[key] = observation
+        return _OBSERVED[key]
+
+    def _initial_parameters(self) -> dict[str, Any]:
+        """The networks' parameters as built, before any update."""
+        import torch
+
+        from rlsweep.algos import algorithm_class
+        from rlsweep.envs import make_envs
+        from rlsweep.runner import seed_everything
+        from rlsweep.timing import PhaseTimer
+        from rlsweep.toggles import applied_toggles
+
+        cfg = self.cfg()
+        with applied_toggles(cfg, torch.device("cpu")) as (rt, _):
+            seed_everything(cfg.seed)
+            envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
+            try:
+                return parameters(algorithm_class(cfg.algo._target_)(cfg, envs, rt, PhaseTimer(torch.device("cpu"))))
+            finally:
+                envs.close()
 
     @pytest.mark.slow
     def test_learns(self) -> None:
@@ -284,6 +322,18 @@ class AlgorithmContract:
             if sum(f >= bar for f in finals) >= 2:
                 break
         assert sum(f >= bar for f in finals) >= 2, f"final returns {finals} vs bar {bar}"
+
+
+#: the contract's observed tiny jobs and their final parameters, by (algorithm, overrides, record_ops)
+_OBSERVED: dict[tuple[Any, ...], Observation] = {}
+_PARAMS: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def _on(toggle: str) -> tuple[str, ...]:
+    """The overrides that turn ``toggle`` on (its class says)."""
+    from rlsweep.toggles import TOGGLES
+
+    return tuple(next(t for t in TOGGLES if t.name == toggle).on)
 
 
 def _record_reads(cfg: Any, cls: type) -> set[str]:
