@@ -145,6 +145,8 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         "modules": {k: m.state_dict() for k, m in algo.modules().items()},
         "optimizers": {k: o.state_dict() for k, o in algo.optimizers().items()},
         "algo_extra": algo.extra_state(),
+        # float16's loss scale, one per rt.update (None where it has no GradScaler)
+        "grad_scalers": [u.scaler.state_dict() if u.scaler is not None else None for u in algo.rt.updates],
         "algo_counters": {"env_steps": algo.env_steps, "updates": algo.updates, "episodes": algo.episodes},
         "envs": pickle_envs(algo.envs),
         "rng": rng_state(),
@@ -262,6 +264,9 @@ def restore(payload: dict[str, Any], algo: Any) -> gym.vector.VectorEnv | None:
     for k, o in algo.optimizers().items():
         o.load_state_dict(payload["optimizers"][k])
     algo.load_extra_state(payload["algo_extra"])
+    for update, scaler in zip(algo.rt.updates, payload.get("grad_scalers", ()), strict=False):
+        if update.scaler is not None and scaler is not None:
+            update.scaler.load_state_dict(scaler)
     counters = payload["algo_counters"]
     algo.env_steps, algo.updates, algo.episodes = counters["env_steps"], counters["updates"], list(counters["episodes"])
     algo.timer.load_state_dict(payload["timer"])

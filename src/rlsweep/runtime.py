@@ -82,6 +82,7 @@ class Runtime:
         # dtype toggle
         self.autocast_dtype: torch.dtype | None = None
         self.use_grad_scaler = False
+        self.updates: list[Update] = []  # every update made through rt.update, in order
         # pin_memory / non_blocking toggles
         self.pin_memory: bool | str = False  # False, True (.pin_memory() per copy) or "staging"
         self.non_blocking = False
@@ -97,7 +98,7 @@ class Runtime:
     # -- host <-> device -------------------------------------------------------------------
     def h2d(self, array: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Copy a host array to the job's device (pinned and/or asynchronous per the toggles)."""
-        # from_numpy: the same zero-copy view as as_tensor, at ~2.5x less call overhead
+        # from_numpy: the same zero-copy view as as_tensor, with less call overhead
         t = torch.from_numpy(array) if isinstance(array, np.ndarray) else torch.as_tensor(array)
         if dtype is not None and t.dtype != dtype:
             t = t.to(dtype)
@@ -113,7 +114,7 @@ class Runtime:
 
     def d2h(self, tensor: torch.Tensor) -> np.ndarray:
         """Copy a device tensor to a host numpy array, synchronised before it is read."""
-        if not self.is_cuda:  # detach is an op of its own (~1 us): acting's inference tensors need none
+        if not self.is_cuda:  # detach is an op of its own: acting's inference tensors need none
             return (tensor.detach() if tensor.requires_grad else tensor).numpy()
         host = tensor.detach().to("cpu", non_blocking=self.non_blocking)
         if self.non_blocking:
@@ -161,7 +162,9 @@ class Runtime:
         ``modules`` hold every parameter the ``optimizers`` optimize (``Algorithm.modules()`` and
         ``Algorithm.optimizers()`` do); ``name`` is the function's name for ``compile.functions``.
         """
-        return Update(self, step, modules, optimizers, name)
+        update = Update(self, step, modules, optimizers, name)
+        self.updates.append(update)  # their GradScalers go into the job's checkpoint, in this order
+        return update
 
     def minimize(self, loss_fn: Callable[[], Any], optimizer: torch.optim.Optimizer, *,
                  max_grad_norm: float | None = None, has_aux: bool = False) -> Any:

@@ -79,3 +79,36 @@ def test_float16_steps_every_optimizer_through_a_grad_scaler(algo: str, optimize
     assert len(steps) == optimizers
     assert len(set(steps.values())) == 1 and updates["update"] == next(iter(steps.values()))  # one update per step
     assert record["learning"]["final_return"] is not None
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_float16_loss_scale_resumes_from_the_checkpoint(algo: str, tmp_path, monkeypatch) -> None:
+    """Every update's GradScaler (TD3 has two) is in the checkpoint: a resumed job continues its loss scale."""
+    import os
+    import signal
+
+    from rlsweep.runtime import Runtime
+    from rlsweep.signals import Interrupted
+
+    # a CPU stand-in for CUDA's scaler whose scale moves during a tiny job (doubles every 16 steps)
+    monkeypatch.setattr(Runtime, "grad_scaler", lambda self: torch.amp.GradScaler("cpu", init_scale=2.0,
+                                                                                  growth_interval=16)
+                        if self.autocast_dtype is torch.float16 else None)
+    straight = train(tiny_cfg(algo, "dtype=float16"))
+    calls = {"n": 0}
+
+    def stop_after_two(row: dict, env_steps: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    ckpt = tmp_path / "checkpoint.pt"
+    with pytest.raises(Interrupted):
+        train(tiny_cfg(algo, "dtype=float16"), on_iteration=stop_after_two, checkpoint_path=ckpt)
+    resumed = train(tiny_cfg(algo, "dtype=float16"), checkpoint_path=ckpt)
+
+    def scales(out) -> list[float]:
+        return [u.scaler.get_scale() for u in out.algo.rt.updates]
+
+    assert resumed.requeues == 1
+    assert scales(resumed) == scales(straight) and min(scales(straight)) > 2.0, (scales(resumed), scales(straight))
