@@ -68,7 +68,7 @@ class MLP(nn.Sequential):
 
         For many small forwards between which no parameter is replaced (a rollout's acting steps):
         ``F.linear`` of a 2-D input is ``addmm(bias, x, weight.t())``, and here each ``weight.t()``
-        is made once, not per call and layer (~1 us each at acting sizes), and no Module is
+        is made once, not per call and layer (a real share of a call at acting sizes), and no Module is
         called: the same ops on the same tensors, so the same numbers (tested). In-place parameter
         updates reach it (the transposes are views); make it again after parameters are replaced.
         Without autograd only (the views are detached).
