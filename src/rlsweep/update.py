@@ -164,7 +164,10 @@ class Update:
         frozen = {n: p.detach() for n, p in self._root.named_parameters()}
 
         def loss_of(own: dict[str, torch.Tensor]) -> Any:
-            return torch.func.functional_call(self._root, {**frozen, **own}, (loss_fn,))
+            # each parameter is swapped once, under its first name: a module held twice (PPO's Atari
+            # encoder, in its actor and its critic) is one object, and swapping it under both names
+            # would put a transformed tensor back into it afterwards
+            return torch.func.functional_call(self._root, {**frozen, **own}, (loss_fn,), tie_weights=False)
 
         grads, out = torch.func.grad_and_value(loss_of, has_aux=has_aux)({n: frozen[n] for n in names})
         grad_list = [grads[n] for n in names]

@@ -180,7 +180,7 @@ def claim_compile(cfg: Any, rounds: int, quick: bool) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 algo.iteration()  # compiles on the first call
                 first = time.perf_counter() - t0
-                rew, done = torch.as_tensor(algo.rew_host), torch.as_tensor(algo.done_host)
+                rew, done = algo.rew_host, algo.done_host  # the rollout's host arrays, as iteration() passes them
                 last = torch.as_tensor(algo.next_obs, dtype=torch.float32)
                 n_mb = algo.batch_size // algo.minibatch_size * c.algo.update_epochs
                 times = []
