@@ -21,6 +21,9 @@ from helpers import COMMON, ROOT, TINY, read_wandb_run, run_train
 
 from rlsweep.results import read_result
 
+# the stop tests send signals to jobs while they train: timing-sensitive, so CI runs them alone (marker serial)
+pytestmark = pytest.mark.serial
+
 FAST = [*TINY["ppo"], *COMMON]
 #: the env ids of tests/fault_envs.py, as a job names them
 CRASHING = "tests.fault_envs:CrashingCartPole-v0"
