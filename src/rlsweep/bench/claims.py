@@ -39,7 +39,7 @@ def interleaved_ab(fa: Callable[[], Any], fb: Callable[[], Any], rounds: int, ca
             for _ in range(calls):
                 f()
             ((ta, tb)[which]).append((time.perf_counter() - t0) / calls)
-    from rlsweep.bench.core import ratio_with_ci
+    from rlsweep.bench.stats import ratio_with_ci
 
     ratio, ci = ratio_with_ci(ta, tb)
     return {"a_us": statistics.median(ta) * 1e6, "b_us": statistics.median(tb) * 1e6, "ratio": ratio, "ratio_ci": ci}
@@ -193,7 +193,7 @@ def claim_compile(cfg: Any, rounds: int, quick: bool) -> dict[str, Any]:
             finally:
                 envs.close()
                 stats.uninstall()
-    from rlsweep.bench.core import ratio_with_ci
+    from rlsweep.bench.stats import ratio_with_ci
 
     ratio, ci = ratio_with_ci(results["none"]["samples"], results["default"]["samples"])
     verdict = "confirmed" if ci[0] > 1.05 else ("refuted here" if ci[1] < 1.0 else "inconclusive")
