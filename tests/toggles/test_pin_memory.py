@@ -2,7 +2,7 @@ from unittest import mock
 
 import pytest
 import torch
-from helpers import tiny_cfg
+from helpers import compose_cfg, tiny_cfg
 
 from rlsweep.runner import train
 from rlsweep.toggles.pin_memory import PinMemoryToggle
@@ -97,3 +97,20 @@ def test_staging_pins_once_per_shape_and_learns_the_same(algo: str) -> None:
     plain = train(tiny_cfg(algo, "device=cuda"))
     assert calls == 0  # the staging buffers are allocated pinned, never pinned per copy
     assert staged.record()["learning"]["curve"] == plain.record()["learning"]["curve"]
+
+
+@pytest.mark.parametrize(("value", "pinned"), [(True, 1), (False, 0)])
+def test_on_a_cuda_runtime_each_host_to_device_copy_is_pinned_first(value: bool, pinned: int, monkeypatch) -> None:
+    """Without a GPU: the toggle's apply on a runtime for a CUDA device, and its copy path, with torch's
+    copy calls recorded instead of made (an apply that sets nothing fails here, not only on a GPU)."""
+    import numpy as np
+
+    from rlsweep.runtime import Runtime
+
+    rt = Runtime(torch.device("cuda"))  # constructing it touches no CUDA API
+    PinMemoryToggle().apply(rt, compose_cfg([f"pin_memory={str(value).lower()}"]))
+    calls: list[str] = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t, *a, **k: calls.append("pin_memory") or t)
+    monkeypatch.setattr(torch.Tensor, "to", lambda t, *a, **k: calls.append(f"to {a[0]}") or t)
+    rt.h2d(np.zeros(3, dtype=np.float32))
+    assert calls == ["pin_memory"] * pinned + ["to cuda"]
