@@ -206,8 +206,11 @@ def test_a_healthy_offline_run_records_no_logging_error(tmp_path: Path) -> None:
 
 def _popen_group(args: list[str]) -> subprocess.Popen:
     """The command in a process group of its own, as a terminal runs it (Ctrl-C reaches the whole group)."""
+    # SIGINT as a terminal leaves it: a shell starts background commands (CI's, say) with SIGINT ignored,
+    # and an ignored SIGINT is inherited, which would make Ctrl-C do nothing here
     return subprocess.Popen([sys.executable, "-m", "sweeps.train", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
