@@ -261,20 +261,7 @@ class AlgorithmContract:
         other_seed = _PARAMS[self._key(("seed=1",), False)]
         assert any(not torch.equal(p_off[k], v) for k, v in other_seed.items()), (
             "a different seed must give different parameters, or this comparison proves nothing")
-        if effect.drift > 0:
-            p_init = self._initial_parameters()
-            flat = {name: torch.cat([p[k].flatten() for k in sorted(p)])
-                    for name, p in (("off", p_off), ("on", p_on), ("init", p_init))}
-            moved = (flat["off"] - flat["init"]).norm()
-            assert moved > 0
-            assert (flat["on"] - flat["off"]).norm() <= effect.drift * moved
-            return
-        for k in p_off:
-            if effect.rtol == 0 and effect.atol == 0:
-                assert torch.equal(p_on[k], p_off[k]), f"{k} differs from the all-off job's"
-            else:
-                torch.testing.assert_close(p_on[k], p_off[k], rtol=effect.rtol, atol=effect.atol,
-                                           msg=lambda m, k=k: f"{k}: {m}")
+        effect.assert_keeps_the_numbers(p_on, p_off, self._initial_parameters)
 
     def _key(self, overrides: tuple[str, ...], record_ops: bool) -> tuple[Any, ...]:
         return (self.algo, str(self.config_dir), tuple(self.tiny), overrides, record_ops)

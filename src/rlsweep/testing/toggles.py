@@ -117,6 +117,23 @@ class Effect:
     #: where single elements may round, and greedy actions flip, the other way)
     drift: float = 0.0
 
+    def assert_keeps_the_numbers(self, p_on: dict[str, torch.Tensor], p_off: dict[str, torch.Tensor],
+                                 initial: Callable[[], dict[str, torch.Tensor]]) -> None:
+        """Parameters with the toggle on vs all off, within this effect's tolerance (``initial()``: before training)."""
+        if self.drift > 0:
+            flat = {name: torch.cat([p[k].flatten() for k in sorted(p)])
+                    for name, p in (("off", p_off), ("on", p_on), ("init", initial()))}
+            moved = (flat["off"] - flat["init"]).norm()
+            assert moved > 0
+            assert (flat["on"] - flat["off"]).norm() <= self.drift * moved
+            return
+        for k in p_off:
+            if self.rtol == 0 and self.atol == 0:
+                assert torch.equal(p_on[k], p_off[k]), f"{k} differs from the all-off job's"
+            else:
+                torch.testing.assert_close(p_on[k], p_off[k], rtol=self.rtol, atol=self.atol,
+                                           msg=lambda m, k=k: f"{k}: {m}")
+
 
 def _not_applicable_on_cpu(name: str) -> Callable[[Observation, Observation], None]:
     def check(on: Observation, off: Observation) -> None:
