@@ -29,7 +29,8 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 
 def _train(make_opt: Callable[..., torch.optim.Optimizer], single_graph: bool, clip: float | None = None,
            steps: int = 20) -> tuple[dict[str, torch.Tensor], list[dict], torch.Tensor | None]:
-    """Two optimizers in one step (a body + head with the named one, a second head with Adam), a schedule."""
+    """Two optimizers in one step (a body + head with the named one, a second head with Adam), a schedule,
+    and a hyper-parameter changed halfway (the single-graph step holds them as constants: it must see it)."""
     torch.manual_seed(0)
     body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
     head, other = nn.Linear(3, 1), nn.Linear(3, 1)
@@ -47,7 +48,9 @@ def _train(make_opt: Callable[..., torch.optim.Optimizer], single_graph: bool, c
                     single_graph=single_graph)
     g = torch.Generator().manual_seed(1)
     losses = []
-    for _ in range(steps):
+    for i in range(steps):
+        if i == steps // 2:
+            opt.param_groups[0]["weight_decay"] = opt.param_groups[0]["weight_decay"] + 0.05
         losses.append(update(torch.randn(16, 4, generator=g), torch.randn(16, generator=g)))
         schedule.step()
     params = {f"{k}.{n}": p.detach().clone() for k, m in (("body", body), ("head", head), ("other", other))
@@ -65,7 +68,6 @@ def test_the_single_graph_step_gives_torch_optims_numbers(name: str, clip: float
     assert all(d > 0 for d in moved.values()), moved  # every parameter trained: the comparison means something
     for k in eager[0]:
         torch.testing.assert_close(functional[0][k], eager[0][k], rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
-    # the optimizers' own state, as a checkpoint or a later eager run reads it
     # the optimizers' own state, as a checkpoint or a later eager run reads it (plain SGD keeps None
     # momentum buffers, which the single-graph step has no use for); float error accumulates in it
     for state_e, state_f in zip(eager[1], functional[1], strict=True):

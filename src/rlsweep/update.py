@@ -175,7 +175,7 @@ class Update:
             grad_list = clip_grad_norm(grad_list, max_grad_norm)
         # the groups as _refresh last copied them: torch.optim's own dicts are not read here, as a
         # learning-rate schedule writes into them at every step and dynamo would guard on them
-        groups, lrs, states, _ = self._bound[index]
+        groups, lrs, states, _, _ = self._bound[index]
         start = 0
         for (params, hyper), lr, state in zip(groups, lrs, states, strict=True):
             end = start + len(params)
@@ -197,14 +197,16 @@ class Update:
         """
         opt = self.optimizers[index]
         bound = self._bound[index]
+        if bound is not None and bound[3] is opt.state and bound[4] == opt.param_groups:
+            return  # nothing changed since the last step (the hot path: one comparison of the group dicts)
         if bound is None or len(bound[0]) != len(opt.param_groups) or any(
                 g["params"] is not params or len(g) != len(hyper) + 2 or any(g[k] != v for k, v in hyper.items())
                 for g, (params, hyper) in zip(opt.param_groups, bound[0], strict=False)):
             groups = tuple((g["params"], {k: v for k, v in g.items() if k not in ("params", "lr")})
                            for g in opt.param_groups)
             lrs = [torch.zeros((), device=self.rt.device) for _ in opt.param_groups]
-            bound = self._bound[index] = (groups, lrs, [_state_lists(opt, g) for g in opt.param_groups], opt.state)
-        groups, lrs, states, state_dict = bound
+            bound = (groups, lrs, [_state_lists(opt, g) for g in opt.param_groups], opt.state, None)
+        groups, lrs, states, state_dict, _ = bound
         for k, group in enumerate(opt.param_groups):
             lr = group["lr"]
             if isinstance(lr, torch.Tensor):
@@ -219,7 +221,9 @@ class Update:
                         if m is not t:
                             m.copy_(t)
                             opt.state[p][key] = m
-            self._bound[index] = (groups, lrs, states, opt.state)
+        # what the groups held at this refresh, compared with them before the next step; a tensor
+        # learning rate compares by identity (no device sync), a float by value
+        self._bound[index] = (groups, lrs, states, opt.state, [dict(g) for g in opt.param_groups])
 
 
 def _state_lists(opt: torch.optim.Optimizer, group: dict[str, Any]) -> list[list[torch.Tensor]]:
