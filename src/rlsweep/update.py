@@ -105,7 +105,10 @@ class Update:
                 single_graph = False
         self.single_graph = single_graph
         self._root = _Root(mods)
-        names = {id(p): n for n, p in self._root.named_parameters()}
+        #: every parameter under its first name, listed once: the compiled step reads this tuple rather
+        #: than walking the modules, which dynamo would guard module by module on every call
+        self._params = tuple(self._root.named_parameters())
+        names = {id(p): n for n, p in self._params}
         self._names: list[list[str]] = []
         for opt in self.optimizers:
             params = [p for g in opt.param_groups for p in g["params"]]
@@ -161,7 +164,7 @@ class Update:
         index = next(i for i, o in enumerate(self.optimizers) if o is optimizer)
         names = self._names[index]
         # every other parameter enters detached: the loss is differentiated for this optimizer's only
-        frozen = {n: p.detach() for n, p in self._root.named_parameters()}
+        frozen = {n: p.detach() for n, p in self._params}
 
         def loss_of(own: dict[str, torch.Tensor]) -> Any:
             # each parameter is swapped once, under its first name: a module held twice (PPO's Atari
