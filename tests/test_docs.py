@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: [text](target): the target up to a space, a '#' anchor or the closing bracket
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
-#: a docs/ path as prose and code name it (`docs/toggles.md`, docs/results/profiling.md)
+#: a docs/ path as prose and code name it (`docs/reference/toggles.md`, docs/results/profiling.md)
 DOCS_PATH = re.compile(r"(?<![\w/.-])docs/[\w./-]*[\w/]")
 
 

@@ -205,7 +205,7 @@ def test_help_is_rlsweeps_page(tmp_path: Path) -> None:
     for t in TOGGLES:
         if t.values is not None:
             assert " | ".join(text(v) for v in sorted(t.values, key=lambda v: v != t.off_value)) in toggles, t.name
-    for doc in ("README.md", "docs/toggles.md", "docs/bad-input.md", "docs/plugins.md"):
+    for doc in ("README.md", "docs/reference/toggles.md", "docs/reference/bad-input.md", "docs/guide/plugins.md"):
         assert doc in page
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder
 

@@ -5,7 +5,7 @@ YAML file of your own config directory; its hyper-parameters are a dataclass sub
 :class:`AlgoConfig` (``config_class``). Every toggle reaches your code through the
 :class:`Runtime` you are handed (``self.rt``): act through ``rt.policy`` and take gradient steps
 through ``rt.update`` + ``rt.minimize`` (your losses, rlsweep's update); and every phase you time with ``self.timer`` shows up
-in the result record, W&B and the report. See docs/plugins.md for a walk-through, and
+in the result record, W&B and the report. See docs/guide/plugins.md for a walk-through, and
 ``examples/td3/`` for a complete algorithm written only against this module.
 
 Names here are stable; everything else in rlsweep is internal and may change.

@@ -9,7 +9,7 @@ Observations are stored in their own dtype: Atari frames stay uint8 (a (4, 84, 8
 the observation stored one vector step later for the same env, except where an episode ended
 (its real last observation is kept apart, one per ended episode) and for the latest step (kept
 until the next step comes). Sampling returns exactly what the full buffer would, at half the
-memory: 100k Atari transitions take 2.8 GB instead of 5.6 GB (docs/atari.md).
+memory: 100k Atari transitions take 2.8 GB instead of 5.6 GB (docs/guide/atari.md).
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ class EnvConfig:
     id: str = "CartPole-v1"  # any registered gymnasium id
     vectorization: str = "sync"  # sync | async
     max_episode_steps: Optional[int] = None  # None: the env's own limit
-    # Atari (ALE) preprocessing as CleanRL and SB3 use it (docs/atari.md); the fields below act only with it
+    # Atari (ALE) preprocessing as CleanRL and SB3 use it (docs/guide/atari.md); the fields below act only with it
     atari: bool = False
     frame_skip: int = 4  # frames per agent step (max-pooled over the last two)
     frame_stack: int = 4  # stacked 84x84 grey frames per observation

@@ -27,13 +27,13 @@ HYDRA_GROUPS = ("hydra/launcher",)
 #: the documentation pages the page points to, with what each answers
 DOCS = (
     ("README.md", "quickstart, sweeps, Slurm, reading results"),
-    ("docs/toggles.md", "what each toggle changes, its settings and caveats"),
-    ("docs/bad-input.md", "what is checked before any job starts"),
-    ("docs/plugins.md", "your own algorithm (--config-dir, algo=...)"),
-    ("docs/measuring.md", "phases, warm-up, steady state, end to end"),
-    ("docs/results.md", "the result record and the report"),
-    ("docs/resume.md", "resuming a sweep"),
-    ("docs/wandb.md", "W&B runs, the sweep's workspace, uploading offline runs"),
+    ("docs/reference/toggles.md", "what each toggle changes, its settings and caveats"),
+    ("docs/reference/bad-input.md", "what is checked before any job starts"),
+    ("docs/guide/plugins.md", "your own algorithm (--config-dir, algo=...)"),
+    ("docs/guide/measuring.md", "phases, warm-up, steady state, end to end"),
+    ("docs/reference/record.md", "the result record and the report"),
+    ("docs/guide/resume.md", "resuming a sweep"),
+    ("docs/guide/wandb.md", "W&B runs, the sweep's workspace, uploading offline runs"),
 )
 _INDENT = "  "
 
@@ -80,7 +80,7 @@ def toggles_text() -> str:
 def docs_text() -> str:
     """The documentation pages: paths in this checkout when there is one, else in the source repository."""
     root = Path(__file__).resolve().parents[2]
-    here = (root / "docs" / "toggles.md").is_file()
+    here = (root / "docs" / "reference" / "toggles.md").is_file()
     head = f"{_INDENT}(in {root})" if here else f"{_INDENT}(in rlsweep's source repository)"
     width = max(len(p) for p, _ in DOCS)
     return "\n".join([head, *(f"{_INDENT}{p:<{width}}  {what}" for p, what in DOCS)])

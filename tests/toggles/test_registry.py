@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+import pytest
+
 from rlsweep.toggles import TOGGLES
 
 from . import contract
@@ -25,8 +27,10 @@ def test_every_toggle_has_an_effect_the_algorithm_contract_checks() -> None:
     assert set(EFFECTS) == {t.name for t in TOGGLES}
 
 
-def test_the_readme_toggle_table_lists_every_toggle_and_its_values() -> None:
-    """README's table is checked against the toggle classes: a new toggle, or a new value, must appear there."""
+@pytest.mark.parametrize("doc", ["README.md", "docs/reference/toggles.md"])
+def test_the_toggle_tables_list_every_toggle_and_its_values(doc: str) -> None:
+    """README's table and the reference's are checked against the toggle classes: a new toggle, or a
+    new value, must appear in both."""
     import dataclasses
     import re
 
@@ -34,7 +38,7 @@ def test_the_readme_toggle_table_lists_every_toggle_and_its_values() -> None:
 
     from rlsweep.toggles import text
 
-    table = re.search(r"## Toggles\n\n(\|.*\n)+", (ROOT / "README.md").read_text()).group(0)
+    table = re.search(r"\n(\| key \|.*\n)(\|.*\n)+", (ROOT / doc).read_text()).group(0)
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([\w.]+)` \| ([^|]*) \|", table, re.M)}
     expected = set()
     for toggle in TOGGLES:

@@ -38,5 +38,5 @@ def algorithm_class(target: str | None) -> type[Algorithm]:
         raise ConfigError(f"algo._target_={target!r}: module {module_name!r} has no {attr!r}")
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise ConfigError(f"algo._target_={target!r} is not an Algorithm: subclass rlsweep.api.Algorithm "
-                          "(see docs/plugins.md)")
+                          "(see docs/guide/plugins.md)")
     return cls

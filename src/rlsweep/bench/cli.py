@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny budgets and 2 seeds: a smoke version in minutes")
     p.add_argument("--repeats", type=int, default=None,
                    help="interleaved repeats per comparison, repeat r running seed r on every side, so also the "
-                        "seeds of the learning verdict (default 10, which takes hours: docs/bench.md; quick 2)")
+                        "seeds of the learning verdict (default 10, which takes hours: docs/guide/bench.md; quick 2)")
     p.add_argument("--out", type=Path, default=None, help="write JSON here and markdown next to it (.md)")
     p.add_argument("--algos", default="ppo,dqn,sac,atari_ppo",
                    help="comma-separated subset of ppo,dqn,sac,atari_ppo (PPO with the Nature CNN on Breakout)")
