@@ -9,7 +9,7 @@ import pytest
 from helpers import read_wandb_run, run_train
 
 from rlsweep.launchers import usable_cpus
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 FAST = ["experiment=smoke", "progress=false", "algo.update_epochs=2"]
 
@@ -132,7 +132,7 @@ def test_sweep_with_submitit_local(tmp_path: Path) -> None:
 
 def _offline_job(folder: Path, run_id: str, wandb_dir: Path | None = None, parts: int = 1) -> list[Path]:
     """A job's record that logged offline to W&B as run ``run_id`` (``parts`` folders: resumed), and its run folders."""
-    from rlsweep.results import write_result
+    from rlsweep.records import write_result
 
     runs = [(wandb_dir or folder) / "wandb" / f"offline-run-2026120{i}_000000-{run_id}" for i in range(1, parts + 1)]
     for run in runs:
@@ -173,7 +173,7 @@ def test_the_upload_line_names_exactly_the_sweeps_offline_runs(tmp_path: Path) -
 
 def test_no_upload_line_without_offline_runs(tmp_path: Path) -> None:
     from rlsweep.cli import offline_sync_command
-    from rlsweep.results import write_result
+    from rlsweep.records import write_result
 
     write_result(tmp_path / "0", {"status": "ok", "logging": {"wandb_mode": "disabled", "wandb_run_id": None}})
     write_result(tmp_path / "1", {"status": "ok", "logging": {"wandb_mode": "online", "wandb_run_id": "x"}})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import shlex
@@ -23,24 +22,6 @@ _POLL_S = 0.5
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt("SIGTERM")
-
-
-@functools.cache  # once per process
-def skip_final_gc_at_exit() -> None:
-    """At interpreter exit, skip the last garbage collection over every object still alive.
-
-    That collection walks the whole heap that torch, its compiler stack and Hydra leave behind:
-    about 0.8 s of every job's process, after its result is written. ``gc.freeze`` at exit puts
-    what is alive out of the collector's reach, and the memory goes back with the process. The
-    other atexit callbacks (logging's flush, W&B's, multiprocessing's, weakref finalizers) still
-    run; only finalizers of unreachable reference cycles do not, which Python does not promise at
-    exit either and which rlsweep does not rely on (files, envs and runs are closed explicitly).
-    Registered for the exit only: an in-process caller's garbage is collected as usual until then.
-    """
-    import atexit
-    import gc
-
-    atexit.register(gc.freeze)
 
 
 @contextlib.contextmanager
@@ -65,6 +46,7 @@ def train_entry() -> Iterator[None]:
         hydra_errors_as_bad_input,
         refuse,
     )
+    from rlsweep.signals import skip_final_gc_at_exit
     from rlsweep.toggles.compile import claim_cache_env
 
     skip_final_gc_at_exit()
@@ -242,7 +224,7 @@ def offline_sync_command(sweep: Path) -> str | None:
     The runs are named by one glob over the sweep folder where that names exactly them (jobs that
     logged into their own folders), else one by one (``logger.dir`` shared with other sweeps).
     """
-    from rlsweep.hydra_callbacks import _walk_records
+    from rlsweep.records import walk_records
     from rlsweep.report.workspace import WORKSPACE_FILE
     from rlsweep.tracking import stable_run_id
 
@@ -250,7 +232,7 @@ def offline_sync_command(sweep: Path) -> str | None:
     report = sweep / "report"  # the report's own run is in the jobs' logger.dir, else in this folder
     runs: list[Path] = []
     report_roots = {report}
-    for folder, record in _walk_records(sweep):
+    for folder, record in walk_records(sweep):
         logged = record.get("logging") or {}
         if logged.get("wandb_mode") != "offline" or not logged.get("wandb_run_id"):
             continue
@@ -275,15 +257,14 @@ def offline_sync_command(sweep: Path) -> str | None:
 
 
 def _running_records(sweep: Path) -> list[tuple[Path, dict[str, Any]]]:
-    from rlsweep.hydra_callbacks import _walk_records
-    from rlsweep.job import STATUS_RUNNING
+    from rlsweep.records import STATUS_RUNNING, walk_records
 
-    return [(d, r) for d, r in _walk_records(sweep) if r.get("status") == STATUS_RUNNING]
+    return [(d, r) for d, r in walk_records(sweep) if r.get("status") == STATUS_RUNNING]
 
 
 def _local_submitit_pids(sweep: Path) -> list[int]:
     """Processes of submitit_local jobs of this sweep that are still running (job id = pid)."""
-    from rlsweep.job import process_alive
+    from rlsweep.records import process_alive
 
     pids = []
     root = sweep / ".submitit"
@@ -303,12 +284,12 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
     """Wait while jobs of ``sweep`` still run on this machine: after a job failed, or after a stop signal
     while the stopped jobs write their checkpoints. Ctrl-C stops waiting (and a job that already got
     one stop request stops at once)."""
-    from rlsweep.job import job_process_alive
+    from rlsweep.records import job_alive
 
     said = False
     try:
         while True:
-            running = [d for d, r in _running_records(sweep) if job_process_alive(r)]
+            running = [d for d, r in _running_records(sweep) if job_alive(r)]
             pids = _local_submitit_pids(sweep) if local_jobs else []
             if not running and not pids:
                 return
@@ -329,16 +310,15 @@ def mark_killed_jobs(sweep: Path) -> list[Path]:
     """
     import socket
 
-    from rlsweep.job import job_process_alive
-    from rlsweep.results import write_result
+    from rlsweep.records import STATUS_FAILED, job_alive, write_result
 
     marked = []
     for folder, record in _running_records(sweep):
         job = record.get("job") or {}
-        if job.get("hostname") != socket.gethostname() or job_process_alive(record):
+        if job.get("hostname") != socket.gethostname() or job_alive(record):
             continue
         record.pop("schema_version", None)
-        record.update(status="failed", error=(
+        record.update(status=STATUS_FAILED, error=(
             f"killed: the job's process (pid {job.get('pid')}) ended without writing a result -- a signal such "
             f"as SIGKILL, out of memory, or a crash of the interpreter; its log: {folder / 'train.log'}"))
         write_result(folder, record)

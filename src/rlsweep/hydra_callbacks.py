@@ -20,7 +20,6 @@ import contextlib
 import copy
 import dataclasses
 import difflib
-import functools
 import os
 import sys
 import tempfile
@@ -34,6 +33,20 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from rlsweep.config import to_object
 from rlsweep.launchers import SEED_KEY
+from rlsweep.records import (
+    NEEDS_RESUME,
+    OTHER_CONFIG,
+    STATUS_RUNNING,
+    expand_sweep,
+    job_alive,
+    override_key,
+    parse_overrides,
+    read_record,
+    resume_decision,
+    sweep_arguments,
+    sweep_lists,
+    walk_records,
+)
 from rlsweep.validate import ConfigError, seed_errors, validate
 
 #: set in the launching process by on_multirun_start: where the sweep writes (for the report)
@@ -285,61 +298,40 @@ def _job_config(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(body, resolve=True)  # type: ignore[return-value]
 
 
-def _walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Every readable result record under a sweep folder (submitit, report and W&B folders skipped:
-    a W&B run folder is many small files, and a 1,000-job sweep has 1,000 of them)."""
-    from rlsweep.job import read_record
-
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("report", "wandb"))
-        if "result.json" in filenames:
-            record = read_record(Path(dirpath))
-            if record is not None:
-                out.append((Path(dirpath), record))
-    return out
-
-
 def _in_use(folder: Path, record: dict[str, Any]) -> str | None:
-    from rlsweep.job import STATUS_RUNNING, job_process_alive
-
-    if record.get("status") == STATUS_RUNNING and job_process_alive(record):
+    if record.get("status") == STATUS_RUNNING and job_alive(record):
         return (f"{folder} is in use: its job is running right now (pid {record['job']['pid']}); "
                 "wait for it or stop it first")
     return None
 
 
 def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
-    from rlsweep.job import comparable_config, read_record
-
     record = read_record(out)
     if record is None:
         return
     busy = _in_use(out, record)
     if busy:
         _fail([busy], title=FOLDER)
-    if record.get("status") != "ok":
-        return  # failed / interrupted / killed: this run replaces it (from its checkpoint when there is one)
-    if not resume:
+    decision = resume_decision(record, lambda: _job_config(config), resume)
+    if decision == NEEDS_RESUME:
         _fail([(f"{out} already holds a finished result: add resume=true to keep it, "
                "or choose another hydra.run.dir")], title=FOLDER)
-    if comparable_config(record.get("config") or {}) != comparable_config(_job_config(config)):
+    if decision == OTHER_CONFIG:
         _fail([(f"{out} holds the finished result of a run with another config: resume=true continues "
                "the same run; for a different one choose another hydra.run.dir")], title=FOLDER)
 
 
 def _check_finished_sweep(config: DictConfig, jobs: list[_Job], resume: bool) -> None:
-    from rlsweep.job import comparable_config, read_record
-
     sweep = Path(str(config.hydra.sweep.dir))
     if not sweep.is_dir():
         return
-    records = _walk_records(sweep)
+    records = walk_records(sweep)
     busy = [msg for folder, record in records if (msg := _in_use(folder, record))]
     if busy:
         _fail(busy, title=FOLDER)
-    finished = [folder for folder, record in records if record.get("status") == "ok"]
-    if finished and not resume:
+    finished = [] if resume else [folder for folder, record in records
+                                  if resume_decision(record, dict, resume) == NEEDS_RESUME]
+    if finished:
         _fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
                "to keep them and run only the unfinished ones, or choose another hydra.sweep.dir")], title=FOLDER)
     subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
@@ -348,9 +340,7 @@ def _check_finished_sweep(config: DictConfig, jobs: list[_Job], resume: bool) ->
     clashes = []
     for num, job in enumerate(jobs):
         record = read_record(sweep / str(num))
-        if record is None or record.get("status") != "ok":
-            continue
-        if comparable_config(record.get("config") or {}) != comparable_config(job.config()):
+        if resume_decision(record, job.config, resume) == OTHER_CONFIG:
             was = " ".join(str(o) for o in record.get("overrides") or []) or "(none)"
             clashes.append(f"job {num} ({' '.join(job.overrides) or 'no overrides'}): {sweep / str(num)} holds a "
                            f"finished job with another config (overrides: {was})")
@@ -443,7 +433,7 @@ class RLSweepCallback(Callback):
             _check_finished_sweep(config, jobs, resume)
         _move_resume_to_hydra_overrides(config)
         # the sweeper expands the task overrides without resume=..., moved above
-        return [tuple(o for o in job.overrides if _override_key(o) != RESUME_KEY) for job in jobs]
+        return [tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs]
 
 
 @dataclasses.dataclass
@@ -533,7 +523,7 @@ def _seed_in(cell: _Cell, seed_override: str) -> int | None:
     try:
         if cell.scratch is None:
             cell.scratch = copy.deepcopy(cell.cfg)
-        ConfigLoaderImpl._apply_overrides_to_config(_parse_overrides([seed_override]), cell.scratch)
+        ConfigLoaderImpl._apply_overrides_to_config(parse_overrides([seed_override]), cell.scratch)
         seed = cell.scratch[SEED_KEY]
     except Exception:  # noqa: BLE001 - composed on its own, the job gets its message
         cell.scratch = None
@@ -559,17 +549,6 @@ def _refers_to(cfg: DictConfig, key: str) -> bool:
     return False
 
 
-@functools.cache
-def _override_parser() -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
-def _parse_overrides(overrides: list[str]) -> list[Any]:
-    return _override_parser().parse_overrides(overrides)
-
-
 def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
     """Keep ``resume=...`` out of the sweep's arguments; every job still gets it.
 
@@ -580,7 +559,7 @@ def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
     the switch there still sets it in every job.
     """
     task = [str(o) for o in config.hydra.overrides.task]
-    switch = [o for o in task if _override_key(o) == RESUME_KEY]
+    switch = [o for o in task if override_key(o) == RESUME_KEY]
     if not switch:
         return
     with read_write(config.hydra.overrides):
@@ -588,27 +567,16 @@ def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
         config.hydra.overrides.hydra = [*config.hydra.overrides.hydra, *switch]
 
 
-def _override_key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
-
-
 def _expand_sweep(config: DictConfig) -> list[list[str]]:
     """Every job's override list, as Hydra's basic sweeper will produce them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     task = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
     sweeper_target = str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
     if not sweeper_target.endswith("BasicSweeper"):
         # other sweepers (Optuna) choose jobs as they go: check the base config, without the
         # overrides they search over (interval(...), choice(...))
-        parsed = OverridesParser.create().parse_overrides(task)
-        return [[str(o.input_line) for o in parsed if not o.is_sweep_override()]]
-    params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
-    extra = [f"{k}={v}" for k, v in params.items()]
-    parsed = OverridesParser.create().parse_overrides(extra + task)
-    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    return [list(job) for batch in batches for job in batch]
+        return [[str(o.input_line) for o in parse_overrides(task) if not o.is_sweep_override()]]
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+    return expand_sweep(sweep_lists(sweep_arguments(task, params)))
 
 
 def _compose(config: DictConfig, overrides: list[str]) -> DictConfig:

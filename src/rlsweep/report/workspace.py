@@ -32,7 +32,7 @@ from typing import Any
 
 from rlsweep.report.model import PHASES, Report
 from rlsweep.report.overrides import is_toggle_dim
-from rlsweep.results import write_bytes_atomic
+from rlsweep.records import write_bytes_atomic
 from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN
 
 WORKSPACE_FILE = "wandb_workspace.json"

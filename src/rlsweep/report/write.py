@@ -11,7 +11,7 @@ from rlsweep.report.plots import PLOTS
 from rlsweep.report.render import render_csv, render_markdown
 from rlsweep.report.wandb_log import log_report
 from rlsweep.report.workspace import publish_workspace
-from rlsweep.results import write_bytes_atomic
+from rlsweep.records import write_bytes_atomic
 
 
 def write_report(
