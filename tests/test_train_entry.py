@@ -253,17 +253,14 @@ def test_a_sweep_whose_report_cannot_be_written_ends_with_the_reports_status(tmp
 
     import rlsweep.report
     from rlsweep.cli import finish_sweep
-    from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_SWEEP_DIR
+    from rlsweep.hydra_callbacks import SESSION
 
     monkeypatch.setattr(rlsweep.report, "main", lambda argv: 2)  # e.g. its folder is not writable: it said why
-    saved = list(LAST_SWEEP_DIR), list(LAST_LAUNCHER)
-    LAST_SWEEP_DIR[:], LAST_LAUNCHER[:] = [str(tmp_path)], ["BasicLauncher"]
-    try:
-        with pytest.raises(SystemExit) as stopped, finish_sweep():
-            pass
-        assert stopped.value.code == 2
-        monkeypatch.setattr(rlsweep.report, "main", lambda argv: 0)
-        with finish_sweep():  # a written report: the sweep's own status stands
-            pass
-    finally:
-        LAST_SWEEP_DIR[:], LAST_LAUNCHER[:] = saved
+    monkeypatch.setattr(SESSION, "sweep_dir", str(tmp_path))
+    monkeypatch.setattr(SESSION, "launcher", "BasicLauncher")
+    with pytest.raises(SystemExit) as stopped, finish_sweep():
+        pass
+    assert stopped.value.code == 2
+    monkeypatch.setattr(rlsweep.report, "main", lambda argv: 0)
+    with finish_sweep():  # a written report: the sweep's own status stands
+        pass

@@ -38,9 +38,7 @@ def train_entry() -> Iterator[None]:
     """
     from rlsweep import folder_lock
     from rlsweep.hydra_callbacks import (
-        LAST_LAUNCHER,
-        LAST_RUN_DIR,
-        LAST_SWEEP_DIR,
+        SESSION,
         command_accepted,
         debug_enabled,
         hydra_errors_as_bad_input,
@@ -53,8 +51,7 @@ def train_entry() -> Iterator[None]:
     claim_cache_env()
     if debug_enabled():
         os.environ["HYDRA_FULL_ERROR"] = "1"
-    for state in (LAST_LAUNCHER, LAST_RUN_DIR, LAST_SWEEP_DIR):  # set anew by this command's callback
-        state.clear()
+    SESSION.run_dir = SESSION.sweep_dir = SESSION.launcher = None  # set anew by this command's callback
     sys.argv[1:] = multirun_flag_first(sys.argv[1:])
     problems = group_value_errors(sys.argv[1:])
     if problems:
@@ -69,10 +66,10 @@ def train_entry() -> Iterator[None]:
         if debug_enabled():
             raise
         name = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT"
-        if LAST_SWEEP_DIR:
-            where, key = LAST_SWEEP_DIR[0], "hydra.sweep.dir"
+        if SESSION.sweep_dir:
+            where, key = SESSION.sweep_dir, "hydra.sweep.dir"
         else:
-            where, key = (LAST_RUN_DIR[0] if LAST_RUN_DIR else "<the run's folder>"), "hydra.run.dir"
+            where, key = (SESSION.run_dir or "<the run's folder>"), "hydra.run.dir"
         print(f"rlsweep: stopped by {name}. Interrupted jobs wrote a checkpoint and an `interrupted` record; "
               f"to continue, run the same command again with resume=true {_override(key, where)}", file=sys.stderr)
         raise SystemExit(128 + getattr(signal, name)) from None
@@ -171,19 +168,18 @@ def finish_sweep() -> Iterator[None]:
     jobs are processes of their own): the report waits for those, and marks the jobs whose process
     was killed before it could write a result.
     """
-    from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_SWEEP_DIR
-    from rlsweep.launchers import SUBMITTED
+    from rlsweep.hydra_callbacks import SESSION
 
-    SUBMITTED.clear()
+    SESSION.submitted.clear()
     report_rc = 0
     try:
         yield
     finally:
-        if SUBMITTED:  # hydra.launcher.wait=false: the jobs were only submitted; no waiting, no report yet
-            print("\n".join(SUBMITTED), flush=True)
-        elif LAST_SWEEP_DIR and Path(LAST_SWEEP_DIR[0]).is_dir():
-            sweep = Path(LAST_SWEEP_DIR[0])
-            local_jobs = bool(LAST_LAUNCHER) and LAST_LAUNCHER[0] == "LocalLauncher"
+        if SESSION.submitted:  # hydra.launcher.wait=false: the jobs were only submitted; no waiting, no report yet
+            print("\n".join(SESSION.submitted), flush=True)
+        elif SESSION.sweep_dir and Path(SESSION.sweep_dir).is_dir():
+            sweep = Path(SESSION.sweep_dir)
+            local_jobs = SESSION.launcher == "LocalLauncher"
             try:
                 wait_for_jobs(sweep, local_jobs)
                 mark_killed_jobs(sweep)

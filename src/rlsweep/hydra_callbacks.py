@@ -49,15 +49,29 @@ from rlsweep.records import (
 )
 from rlsweep.validate import ConfigError, seed_errors, validate
 
-#: set in the launching process by on_multirun_start: where the sweep writes (for the report)
-LAST_SWEEP_DIR: list[str] = []
-#: set in the launching process by on_run_start: the single run's folder (for messages)
-LAST_RUN_DIR: list[str] = []
-#: set by on_multirun_start: the launcher's class name (LocalLauncher: jobs are local processes)
-LAST_LAUNCHER: list[str] = []
-#: set by on_multirun_start: the override lists of the jobs it checked, as the sweeper will launch
-#: them (rlsweep's BasicSweeper does not compose these again)
-CHECKED_JOBS: set[tuple[str, ...]] = set()
+
+@dataclasses.dataclass
+class SweepSession:
+    """What the launching process learns about its command while Hydra runs it.
+
+    :class:`RLSweepCallback` sets ``run_dir`` (``on_run_start``) or ``sweep_dir``, ``launcher`` and
+    ``checked_jobs`` (``on_multirun_start``); rlsweep's launchers read ``checked_jobs`` and fill
+    ``submitted``; :mod:`rlsweep.cli` resets the session for each command and reads it around the
+    Hydra main (messages, waiting for the jobs, the report).
+    """
+
+    run_dir: str | None = None  # the single run's folder (for messages)
+    sweep_dir: str | None = None  # where the sweep writes, once its checks passed (for the report)
+    launcher: str | None = None  # the launcher's class name (LocalLauncher: jobs are local processes)
+    #: the override lists of the jobs checked, as the sweeper will launch them (not composed again)
+    checked_jobs: set[tuple[str, ...]] = dataclasses.field(default_factory=set)
+    #: what to print once Hydra is done when the Slurm launcher returned without waiting
+    #: (``hydra.launcher.wait=false``): then no report
+    submitted: list[str] = dataclasses.field(default_factory=list)
+
+
+#: this process's command (one at a time)
+SESSION = SweepSession()
 
 RESUME_KEY = "resume"
 FOLDER = "output folder not usable"
@@ -90,7 +104,7 @@ def refuse(exc: BaseException) -> None:
 
 def command_accepted() -> bool:
     """Whether this command's callback accepted it: from then on errors are the jobs', not the input's."""
-    return bool(LAST_RUN_DIR or LAST_SWEEP_DIR)
+    return bool(SESSION.run_dir or SESSION.sweep_dir)
 
 
 @contextlib.contextmanager
@@ -392,20 +406,20 @@ class RLSweepCallback(Callback):
             _fail(_error_lines(exc), cause=exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        CHECKED_JOBS.clear()
+        SESSION.checked_jobs.clear()
         try:
-            CHECKED_JOBS.update(self._check_sweep(config))
+            SESSION.checked_jobs.update(self._check_sweep(config))
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             _fail(_error_lines(exc), cause=exc)
         # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
-        LAST_SWEEP_DIR[:] = [str(config.hydra.sweep.dir)]
-        LAST_LAUNCHER[:] = [str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]]
+        SESSION.sweep_dir = str(config.hydra.sweep.dir)
+        SESSION.launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]
 
     @staticmethod
     def _check_run(config: DictConfig) -> None:
         _check(config, check_device=True)
         out = Path(str(config.hydra.run.dir))
-        LAST_RUN_DIR[:] = [str(out)]
+        SESSION.run_dir = str(out)
         problem = _output_dir_problem(str(out))
         if problem:
             _fail([f"{problem}; set hydra.run.dir=<a writable folder>"], title=FOLDER)

@@ -140,7 +140,52 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         log.info("%s: finished before with the same config; kept as it is (resume=true)", out_dir)
         return {**done, "skipped": True}
     secrets = secret_values()
-    group = run_group(tcfg.logger.group, info["sweep_dir"], out_dir)
+    record, resumed = _first_record(tcfg, info, resolved)
+    # what remains if this process is killed outright; replaced by the final record below
+    write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
+    ckpt = out_dir / CHECKPOINT_FILE
+    tracker: Tracker | None = None
+    # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
+    # is collected before the clock starts, not by a collection landing inside whichever job is next
+    gc.collect()
+    start = time.perf_counter()
+    failed = True
+    try:
+        tracker = _tracker(tcfg, info, resolved, record)
+        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
+        record.update(outcome.record())
+        record["measurement"] = measurement_state(outcome, info)
+        record["status"] = "ok"
+        failed = False
+        ckpt.unlink(missing_ok=True)  # done: the record is the result; a rerun starts afresh
+        return record
+    except Interrupted as exc:
+        record.update(status="interrupted", error=str(exc), checkpoint=str(ckpt))
+        raise SweepInterrupted(str(exc)) from exc
+    except KeyboardInterrupt as exc:  # outside the training loop's own handling (or a second Ctrl-C)
+        record.update(status="interrupted", error=f"interrupted ({exc or 'SIGINT'})",
+                      checkpoint=str(ckpt) if ckpt.is_file() else None)
+        raise
+    except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
+        record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
+        raise
+    except BaseException as exc:
+        record["error"] = traceback.format_exc()
+        if type(exc).__name__ == "UncompletedJobError" and "timed-out too many times" in str(exc):
+            # submitit's verdict at a time-out after the last allowed requeue: the checkpoint is written
+            requeues = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+            record.update(status="timed_out", requeues=requeues, checkpoint=str(ckpt), error=(
+                f"timed out after {requeues} requeue(s) (hydra.launcher.max_num_timeout): checkpoint written; "
+                "resume=true continues from it"))
+        raise
+    finally:
+        _finish(record, tcfg, resumed, tracker, failed, wall_s=time.perf_counter() - start)
+        write_result(out_dir, scrub(record, secrets))
+
+
+def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The job's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
+    out_dir = Path(info["output_dir"])
     record: dict[str, Any] = {
         "status": "failed",
         "error": None,
@@ -171,71 +216,46 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
                          "wandb_run_dir": None,
                          "wandb_run_id": stable_run_id(out_dir) if wandb_settings.mode != "disabled" else None,
                          "errors": []}
-    # what remains if this process is killed outright; replaced by the final record below
-    write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
+    return record, resumed
+
+
+def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], record: dict[str, Any]) -> Tracker:
+    """The job's W&B run: its name, group, tags and nested config."""
+    out_dir = Path(info["output_dir"])
     columns = {k: v for k, v in flatten(resolved).items() if k not in INVOCATION_KEYS}
-    tracker: Tracker | None = None
-    # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
-    # is collected before the clock starts, not by a collection landing inside whichever job is next
-    gc.collect()
-    start = time.perf_counter()
-    failed = True
-    try:
-        tracker = Tracker(
-            tcfg.logger,
-            out_dir,
-            name=run_name(tcfg),
-            group=group,
-            job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
-            tags=toggle_tags(tcfg),
-            # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
-            config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
-                         **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
-                         **_provenance_columns(record["provenance"])}),
-            run_id=stable_run_id(out_dir),
-        )
-        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
-        record.update(outcome.record())
-        record["measurement"] = measurement_state(outcome, info)
-        record["status"] = "ok"
-        failed = False
-        ckpt.unlink(missing_ok=True)  # done: the record is the result; a rerun starts afresh
-        return record
-    except Interrupted as exc:
-        record.update(status="interrupted", error=str(exc), checkpoint=str(ckpt))
-        raise SweepInterrupted(str(exc)) from exc
-    except KeyboardInterrupt as exc:  # outside the training loop's own handling (or a second Ctrl-C)
-        record.update(status="interrupted", error=f"interrupted ({exc or 'SIGINT'})",
-                      checkpoint=str(ckpt) if ckpt.is_file() else None)
-        raise
-    except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
-        record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
-        raise
-    except BaseException as exc:
-        record["error"] = traceback.format_exc()
-        if type(exc).__name__ == "UncompletedJobError" and "timed-out too many times" in str(exc):
-            # submitit's verdict at a time-out after the last allowed requeue: the checkpoint is written
-            requeues = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-            record.update(status="timed_out", requeues=requeues, checkpoint=str(ckpt), error=(
-                f"timed out after {requeues} requeue(s) (hydra.launcher.max_num_timeout): checkpoint written; "
-                "resume=true continues from it"))
-        raise
-    finally:
-        record["wall_s"] = round(time.perf_counter() - start, 3)
-        # which code ran which part of the job: the attempts its checkpoint carries, and this one
-        record["code_history"] = checkpoint.code_history(resumed, checkpoint.code_of(record["provenance"]))
-        record["finished_at"] = utc_now()
-        record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
-        record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
-            "num_threads", record["fingerprint"]["num_threads"])
-        if record["status"] == "ok":
-            record["objective"] = objective(record, tcfg.objective)
-        if tracker is not None:
-            tracker.summary(_summary_metrics(record))
-            tracker.finish(failed)
-        record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
-                                 errors=tracker.errors if tracker is not None else [])
-        write_result(out_dir, scrub(record, secrets))
+    return Tracker(
+        tcfg.logger,
+        out_dir,
+        name=run_name(tcfg),
+        group=run_group(tcfg.logger.group, info["sweep_dir"], out_dir),
+        job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
+        tags=toggle_tags(tcfg),
+        # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
+        config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
+                     **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
+                     **_provenance_columns(record["provenance"])}),
+        run_id=stable_run_id(out_dir),
+    )
+
+
+
+def _finish(record: dict[str, Any], tcfg: TrainConfig, resumed: Any, tracker: Tracker | None, failed: bool,
+            wall_s: float) -> None:
+    """Complete the job's record, however the job ended, and finish its W&B run."""
+    record["wall_s"] = round(wall_s, 3)
+    # which code ran which part of the job: the attempts its checkpoint carries, and this one
+    record["code_history"] = checkpoint.code_history(resumed, checkpoint.code_of(record["provenance"]))
+    record["finished_at"] = utc_now()
+    record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
+    record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
+        "num_threads", record["fingerprint"]["num_threads"])
+    if record["status"] == "ok":
+        record["objective"] = objective(record, tcfg.objective)
+    if tracker is not None:
+        tracker.summary(_summary_metrics(record))
+        tracker.finish(failed)
+    record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
+                             errors=tracker.errors if tracker is not None else [])
 
 
 def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:

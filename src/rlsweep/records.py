@@ -31,8 +31,6 @@ RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "obj
 #: and a 1,000-job sweep has 1,000 of them); dot folders (``.submitit``, ``.hydra``) neither
 _NOT_JOBS = ("report", "wandb")
 
-# ---------------------------------------------------------------------------------------------- files
-
 
 def _jsonable(value: Any) -> Any:
     """Replace non-finite floats (invalid JSON) by None, recursively."""
@@ -86,16 +84,26 @@ def read_result(output_dir: Path) -> dict[str, Any]:
         return json.load(f)
 
 
-def read_record(out_dir: Path) -> dict[str, Any] | None:
-    """The result record in ``out_dir``; None when there is none or it cannot be read."""
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; None when there is none or it cannot be read."""
     try:
-        record = read_result(out_dir)
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def read_record(out_dir: Path) -> dict[str, Any] | None:
+    """The result record in ``out_dir``; None when there is none or it cannot be read."""
+    record = read_json(Path(out_dir) / RESULT_FILE)
     return record if isinstance(record, dict) else None
 
 
-# ---------------------------------------------------------------------------------------------- a sweep's folders
+def last_line(text: Any) -> str:
+    """The last non-empty line of ``text``: of a record's error, the exception's message."""
+    lines = [line.strip() for line in str(text or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
 
 
 def job_folders(root: Path) -> list[Path]:
@@ -120,12 +128,19 @@ def job_folders(root: Path) -> list[Path]:
     return out
 
 
+def job_num(folder: Path, record: dict[str, Any] | None = None) -> int | None:
+    """The job's number in its sweep: the record's, else its folder's name when that is a number."""
+    job = (record or {}).get("job")
+    num = job.get("num") if isinstance(job, dict) else None
+    if isinstance(num, int) and not isinstance(num, bool):
+        return num
+    return int(folder.name) if folder.name.isdigit() else None
+
+
 def walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every job folder under ``root`` with a readable result record, and that record."""
     return [(folder, record) for folder in job_folders(root) if (record := read_record(folder)) is not None]
 
-
-# ---------------------------------------------------------------------------------------------- liveness
 
 
 def process_alive(pid: int) -> bool:
@@ -157,8 +172,6 @@ def job_alive(record: dict[str, Any]) -> bool | None:
     return pid != os.getpid() and process_alive(pid)
 
 
-# ---------------------------------------------------------------------------------------------- resume
-
 
 def override_key(override: str) -> str:
     """``+algo.lr=1`` -> ``algo.lr``."""
@@ -178,18 +191,12 @@ RUN, KEEP, NEEDS_RESUME, OTHER_CONFIG = "run", "keep", "needs resume", "other co
 
 
 def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str, Any]], resume: bool) -> str:
-    """The resume policy for one job folder, as the pre-flight checks and the job itself apply it.
+    """The resume policy for one job folder holding ``record``, for the pre-flight checks and the job alike.
 
-    Args:
-        record: The record in the job's folder (None: none, or unreadable).
-        config: Gives the job's resolved config; called only when a finished record has to be compared.
-        resume: ``resume=true`` was given.
-
-    Returns:
-        :data:`RUN` when nothing finished is there (no record, failed, interrupted, killed: the job runs,
-        from its checkpoint when there is one); :data:`NEEDS_RESUME` for a finished record without
-        ``resume``; :data:`OTHER_CONFIG` for the finished record of another config; :data:`KEEP` for
-        this job's finished record with ``resume``: kept, nothing runs.
+    :data:`RUN`: nothing finished there (failed, interrupted, killed: rerun, from the checkpoint when
+    there is one); :data:`NEEDS_RESUME`: finished, and ``resume=true`` not given; :data:`OTHER_CONFIG`:
+    finished with another config (``config()`` gives the job's, called only then); :data:`KEEP`: this
+    job's finished result, kept.
     """
     if record is None or record.get("status") != STATUS_OK:
         return RUN
@@ -198,8 +205,6 @@ def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str
     done = record.get("config") if isinstance(record.get("config"), dict) else {}
     return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
 
-
-# ---------------------------------------------------------------------------------------------- a sweep's jobs
 
 
 @functools.cache

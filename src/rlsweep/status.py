@@ -41,7 +41,10 @@ from rlsweep.records import (
     expand_sweep,
     job_alive,
     job_folders,
+    job_num,
+    last_line,
     multirun_hydra,
+    read_json,
     read_multirun,
     read_record,
     sweep_lists,
@@ -130,7 +133,7 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
     Called by the launcher after each submitted batch (Hydra's sweeper may launch a sweep in batches).
     """
     path = Path(sweep_dir) / MANIFEST_FILE
-    manifest = _read_json(path) or {}
+    manifest = read_json(path) or {}
     known = {int(j["num"]): j for j in manifest.get("jobs", []) if isinstance(j, dict) and "num" in j}
     for num, overrides, slurm_id in jobs:
         known[int(num)] = {"num": int(num), "overrides": list(overrides), "slurm_job_id": slurm_id}
@@ -139,17 +142,9 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
     return path
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
     """The sweep's jobs (num, overrides, Slurm job id or None), and where they came from."""
-    manifest = _read_json(sweep_dir / MANIFEST_FILE)
+    manifest = read_json(sweep_dir / MANIFEST_FILE)
     if isinstance(manifest, dict) and isinstance(manifest.get("jobs"), list):
         jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
                 for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
@@ -174,14 +169,6 @@ def _expand_multirun(multirun: dict[str, Any]) -> list[list[str]]:
 # ---------------------------------------------------------------------------------------------- records
 
 
-def _folder_num(folder: Path, record: dict[str, Any] | None) -> int | None:
-    job = (record or {}).get("job")
-    num = job.get("num") if isinstance(job, dict) else None
-    if isinstance(num, int) and not isinstance(num, bool):
-        return num
-    return int(folder.name) if folder.name.isdigit() else None
-
-
 def checkpoint_env_steps(folder: Path) -> int | None:
     """Env steps of the job's last checkpoint, from its header line (the payload is not read)."""
     try:
@@ -193,11 +180,6 @@ def checkpoint_env_steps(folder: Path) -> int | None:
         return None
     steps = header.get("env_steps") if isinstance(header, dict) else None
     return steps if isinstance(steps, int) else None
-
-
-def _last_line(text: Any) -> str:
-    lines = [line.strip() for line in str(text or "").strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 # ---------------------------------------------------------------------------------------------- Slurm
@@ -265,7 +247,7 @@ def slurm_states(array_ids: Sequence[str], notes: list[str]) -> dict[str, SlurmS
         notes.append(f"sacct failed ({exc}): states from the records only")
         return None
     if proc.returncode != 0:
-        notes.append(f"sacct failed (exit {proc.returncode}: {_last_line(proc.stderr)}): states from the records only")
+        notes.append(f"sacct failed (exit {proc.returncode}: {last_line(proc.stderr)}): states from the records only")
         return None
     return parse_sacct(proc.stdout)
 
@@ -307,11 +289,11 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
         job.state, job.env_steps = OK, record.get("env_steps")
         return job
     if status in (CANCELLED, TIMED_OUT):  # written by the job (timed out) or settled before (settle_records)
-        job.state, job.detail = status, _last_line(record.get("error")) or status
+        job.state, job.detail = status, last_line(record.get("error")) or status
         job.env_steps = checkpoint_env_steps(folder) if folder is not None else None
         return job
     if status == FAILED:
-        job.state, job.detail = FAILED, _last_line(record.get("error")) or "failed (no error text)"
+        job.state, job.detail = FAILED, last_line(record.get("error")) or "failed (no error text)"
         if sstate in _SLURM_FAILED_REASON:  # the kill is the cause; the traceback is its symptom
             job.detail = _SLURM_FAILED_REASON[sstate]
         return job
@@ -332,9 +314,9 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
         code = slurm.exit_code if slurm else ""
         job.state = FAILED
         job.detail = (f"the job ended (Slurm: {sstate}, exit {code}) without a final record"
-                      + (f": {_last_line(record.get('error'))}" if status == INTERRUPTED else ""))
+                      + (f": {last_line(record.get('error'))}" if status == INTERRUPTED else ""))
     elif status == INTERRUPTED:
-        job.state, job.detail = INTERRUPTED, _last_line(record.get("error")) or "interrupted"
+        job.state, job.detail = INTERRUPTED, last_line(record.get("error")) or "interrupted"
     elif status == RUNNING:
         alive = job_alive(record) if slurm is None else True
         if alive is False:
@@ -342,7 +324,7 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
         else:
             job.state = RUNNING
     elif record is not None:
-        job.state, job.detail = FAILED, f"status {status!r}: {_last_line(record.get('error'))}"
+        job.state, job.detail = FAILED, f"status {status!r}: {last_line(record.get('error'))}"
     if job.state == TIMED_OUT and job.requeues:
         job.detail += f" after {job.requeues} requeue(s)"
     if job.state in (RUNNING, REQUEUED, TIMED_OUT, CANCELLED, INTERRUPTED) and folder is not None:
@@ -373,7 +355,7 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
     extra: list[tuple[Path, dict[str, Any] | None]] = []
     for folder in job_folders(root):
         record = read_record(folder)
-        num = _folder_num(folder, record)
+        num = job_num(folder, record)
         if num is None:
             extra.append((folder, record))
         else:

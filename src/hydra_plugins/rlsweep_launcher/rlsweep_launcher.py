@@ -347,9 +347,9 @@ class BasicSweeper(basic_sweeper.BasicSweeper):
     """
 
     def validate_batch_is_legal(self, batch: Any) -> None:
-        from rlsweep.hydra_callbacks import CHECKED_JOBS
+        from rlsweep.hydra_callbacks import SESSION
 
-        unchecked = [overrides for overrides in batch if tuple(overrides) not in CHECKED_JOBS]
+        unchecked = [overrides for overrides in batch if tuple(overrides) not in SESSION.checked_jobs]
         if unchecked:
             super().validate_batch_is_legal(unchecked)
 
@@ -386,7 +386,8 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
 
-        from rlsweep.launchers import SUBMITTED, submitted_message
+        from rlsweep.hydra_callbacks import SESSION
+        from rlsweep.launchers import submitted_message
         from rlsweep.status import write_manifest
 
         assert self.config is not None
@@ -411,7 +412,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         if self.wait:
             return [j.results()[0] for j in jobs]
         array_ids = [str(j.job_id).split("_", 1)[0] for j in jobs]
-        SUBMITTED.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
+        SESSION.submitted.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
         returns = []
         for overrides in job_overrides:
             ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)

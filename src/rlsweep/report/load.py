@@ -15,6 +15,8 @@ from rlsweep.records import (
     SCHEMA_VERSION,
     expand_sweep,
     job_folders,
+    job_num,
+    last_line,
     multirun_hydra,
     read_multirun,
     sweep_lists,
@@ -118,19 +120,12 @@ def _expected(
 def _folder_job(folder: Path) -> Job:
     """The job of a job folder: from its result.json, or a missing one from Hydra's overrides.yaml."""
     if (folder / RESULT_FILE).is_file():
-        return _load_job(folder / RESULT_FILE, folder)
-    return _missing_job(
-        _read_hydra_overrides(folder) or [],
-        num=_dir_num(folder),
-        job_dir=folder,
-        raw_status="no result.json",
-        error_line="no result.json in job folder",
-    )
+        return _load_job(folder)
+    return _missing_job(_read_hydra_overrides(folder) or [], num=job_num(folder), job_dir=folder,
+                        raw_status="no result.json", error_line="no result.json in job folder")
 
 
-def _read_hydra_overrides(job_dir: Path | None) -> list[str] | None:
-    if job_dir is None:
-        return None
+def _read_hydra_overrides(job_dir: Path) -> list[str] | None:
     path = job_dir / ".hydra" / "overrides.yaml"
     try:
         data = yaml.safe_load(path.read_text())
@@ -139,51 +134,25 @@ def _read_hydra_overrides(job_dir: Path | None) -> list[str] | None:
     return [str(x) for x in data] if isinstance(data, list) else None
 
 
-def _dir_num(job_dir: Path | None) -> int | None:
-    if job_dir is not None and job_dir.name.isdigit():
-        return int(job_dir.name)
-    return None
-
-
-def _last_line(text: Any) -> str | None:
-    if text is None:
-        return None
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else None
-
-
 def _missing_job(
     overrides: list[str], *, num: int | None, job_dir: Path | None, raw_status: str, error_line: str
 ) -> Job:
     """A job without a result: started without writing one, or never started."""
-    return Job(
-        status=STATUS_MISSING,
-        overrides=overrides,
-        seed=override_dims(overrides)[1],
-        num=num,
-        job_dir=job_dir,
-        raw_status=raw_status,
-        error_line=error_line,
-    )
+    return Job(status=STATUS_MISSING, overrides=overrides, seed=override_dims(overrides)[1], num=num,
+               job_dir=job_dir, raw_status=raw_status, error_line=error_line)
 
 
-def _load_job(result_path: Path, job_dir: Path) -> Job:
+def _load_job(job_dir: Path) -> Job:
+    result_path = job_dir / RESULT_FILE
     try:
         record = records.read_result(job_dir)
         if not isinstance(record, dict):
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
         overrides = _read_hydra_overrides(job_dir) or []
-        return Job(
-            status=STATUS_FAILED,
-            overrides=overrides,
-            seed=override_dims(overrides)[1],
-            num=_dir_num(job_dir),
-            job_dir=job_dir,
-            result_path=result_path,
-            raw_status="unreadable",
-            error_line=f"unreadable result.json: {type(exc).__name__}: {exc}",
-        )
+        return Job(status=STATUS_FAILED, overrides=overrides, seed=override_dims(overrides)[1], num=job_num(job_dir),
+                   job_dir=job_dir, result_path=result_path, raw_status="unreadable",
+                   error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
     overrides = record.get("overrides")
     if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
         overrides = _read_hydra_overrides(job_dir) or []
@@ -199,7 +168,7 @@ def _load_job(result_path: Path, job_dir: Path) -> Job:
         status = STATUS_FAILED
     error_line = None
     if status != STATUS_OK:
-        error_line = _last_line(record.get("error")) or (
+        error_line = last_line(record.get("error")) or (
             "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text"
         )
         if status == STATUS_MISSING:
@@ -208,19 +177,8 @@ def _load_job(result_path: Path, job_dir: Path) -> Job:
             error_line = f"status {raw_status!r}: {error_line}"
     seed = record.get("seed")
     seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]
-    job_info = record.get("job") if isinstance(record.get("job"), dict) else {}
-    num = job_info.get("num")
-    return Job(
-        status=status,
-        overrides=overrides,
-        seed=seed_text,
-        num=num if isinstance(num, int) and not isinstance(num, bool) else _dir_num(job_dir),
-        job_dir=job_dir,
-        result_path=result_path,
-        record=record,
-        raw_status=raw_status,
-        error_line=error_line,
-    )
+    return Job(status=status, overrides=overrides, seed=seed_text, num=job_num(job_dir, record), job_dir=job_dir,
+               result_path=result_path, record=record, raw_status=raw_status, error_line=error_line)
 
 
 def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
@@ -346,15 +304,8 @@ def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) 
                 job.num = index if job.num is None else job.num
                 break
         else:
-            missing.append(
-                _missing_job(
-                    list(combo),
-                    num=index,
-                    job_dir=None,
-                    raw_status="not started",
-                    error_line="in multirun.yaml but no job folder or result.json",
-                )
-            )
+            missing.append(_missing_job(list(combo), num=index, job_dir=None, raw_status="not started",
+                                        error_line="in multirun.yaml but no job folder or result.json"))
     if leftover:
         where = ", ".join(str(j.job_dir or j.result_path) for j in leftover[:5])
         notes.append(f"{len(leftover)} job(s) not in the multirun.yaml expansion (kept): {where}")
