@@ -14,6 +14,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from rlsweep.records import STATUS_FAILED, STATUS_RUNNING, job_alive, process_alive, walk_records, write_result
+from rlsweep.signals import skip_final_gc_at_exit
+
 log = logging.getLogger(__name__)
 
 #: how often the launching process looks at jobs that are still running, in seconds
@@ -44,7 +47,6 @@ def train_entry() -> Iterator[None]:
         hydra_errors_as_bad_input,
         refuse,
     )
-    from rlsweep.signals import skip_final_gc_at_exit
     from rlsweep.toggles.compile import claim_cache_env
 
     skip_final_gc_at_exit()
@@ -220,7 +222,6 @@ def offline_sync_command(sweep: Path) -> str | None:
     The runs are named by one glob over the sweep folder where that names exactly them (jobs that
     logged into their own folders), else one by one (``logger.dir`` shared with other sweeps).
     """
-    from rlsweep.records import walk_records
     from rlsweep.report.workspace import WORKSPACE_FILE
     from rlsweep.tracking import stable_run_id
 
@@ -253,15 +254,11 @@ def offline_sync_command(sweep: Path) -> str | None:
 
 
 def _running_records(sweep: Path) -> list[tuple[Path, dict[str, Any]]]:
-    from rlsweep.records import STATUS_RUNNING, walk_records
-
     return [(d, r) for d, r in walk_records(sweep) if r.get("status") == STATUS_RUNNING]
 
 
 def _local_submitit_pids(sweep: Path) -> list[int]:
     """Processes of submitit_local jobs of this sweep that are still running (job id = pid)."""
-    from rlsweep.records import process_alive
-
     pids = []
     root = sweep / ".submitit"
     for folder in root.iterdir() if root.is_dir() else []:
@@ -280,8 +277,6 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
     """Wait while jobs of ``sweep`` still run on this machine: after a job failed, or after a stop signal
     while the stopped jobs write their checkpoints. Ctrl-C stops waiting (and a job that already got
     one stop request stops at once)."""
-    from rlsweep.records import job_alive
-
     said = False
     try:
         while True:
@@ -305,8 +300,6 @@ def mark_killed_jobs(sweep: Path) -> list[Path]:
     Only for jobs of this machine: a job elsewhere (Slurm) cannot be checked from here.
     """
     import socket
-
-    from rlsweep.records import STATUS_FAILED, job_alive, write_result
 
     marked = []
     for folder, record in _running_records(sweep):

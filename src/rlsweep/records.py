@@ -105,7 +105,6 @@ def last_line(text: Any) -> str:
     return lines[-1] if lines else ""
 
 
-
 def job_folders(root: Path) -> list[Path]:
     """The folders under ``root`` (itself included) that hold a job: a ``result.json`` or Hydra's ``.hydra``.
 
@@ -142,7 +141,6 @@ def walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return [(folder, record) for folder in job_folders(root) if (record := read_record(folder)) is not None]
 
 
-
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` of this machine is running (a zombie is not: it only awaits reaping)."""
     try:
@@ -170,7 +168,6 @@ def job_alive(record: dict[str, Any]) -> bool | None:
     if not isinstance(pid, int) or job.get("hostname") != socket.gethostname():
         return None
     return pid != os.getpid() and process_alive(pid)
-
 
 
 def override_key(override: str) -> str:
@@ -204,7 +201,6 @@ def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str
         return NEEDS_RESUME
     done = record.get("config") if isinstance(record.get("config"), dict) else {}
     return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
-
 
 
 @functools.cache
