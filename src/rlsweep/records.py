@@ -1,7 +1,7 @@
 """The record store: a job's ``result.json``, a sweep's job folders, and the jobs a sweep expands to.
 
-Everything that reads or writes records goes through here: the job, the pre-flight checks, the
-launching process, ``sweeps.status`` and the report. No torch: status and the report stay cheap.
+The job, the pre-flight checks, the launching process, its launchers, ``sweeps.status`` and the
+report read and write records through here. No torch: status and the report stay cheap.
 """
 
 from __future__ import annotations
