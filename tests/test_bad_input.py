@@ -22,7 +22,7 @@ import pytest
 import torch
 from helpers import PLUGIN_CONF, ROOT
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 # tiny, and valid for every algorithm (a case's own value of a key comes later, and wins)
 FAST = ["progress=false", "logger.mode=disabled", "total_env_steps=512", "eval_episodes=2"]

@@ -24,7 +24,8 @@ import torch
 from helpers import COMMON, ROOT, TINY, run_train, tiny_cfg
 
 from rlsweep import checkpoint
-from rlsweep.results import git_state, read_result
+from rlsweep.records import read_result
+from rlsweep.results import git_state
 from rlsweep.runner import train
 from rlsweep.signals import Interrupted
 

@@ -19,7 +19,7 @@ import pytest
 from fault_envs import CRASH_MESSAGE
 from helpers import COMMON, ROOT, TINY, read_wandb_run, run_train
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 # the stop tests send signals to jobs while they train: timing-sensitive, so CI runs them alone (marker serial)
 pytestmark = pytest.mark.serial

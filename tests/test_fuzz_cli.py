@@ -162,9 +162,9 @@ def command_lines(draw) -> tuple[list[str], dict[str, str]]:
 
 
 def _would_run(*args, **kwargs):
-    from rlsweep.hydra_callbacks import LAST_SWEEP_DIR
+    from rlsweep.hydra_callbacks import SESSION
 
-    LAST_SWEEP_DIR.clear()  # no report of a sweep that never ran
+    SESSION.sweep_dir = None  # no report of a sweep that never ran
     raise _WouldRun()
 
 

@@ -21,7 +21,7 @@ import pytest
 from helpers import ROOT
 from omegaconf import OmegaConf
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 SCRIPTS = ("rlsweep-train", "rlsweep-report", "rlsweep-status", "rlsweep-bench")
 

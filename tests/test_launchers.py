@@ -13,7 +13,7 @@ from hydra.utils import get_class
 
 from rlsweep.config import register_configs
 from rlsweep.launchers import default_max_parallel, job_threads, seed_major_order, usable_cpus
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 
 @pytest.mark.parametrize(("cpus", "threads", "expected"), [

@@ -19,7 +19,7 @@ import pytest
 from helpers import COMMON, ROOT, TINY, run_train
 
 from rlsweep import folder_lock
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 BUSY = "is in use by another rlsweep command (pid "
 

@@ -14,7 +14,7 @@ from helpers import COMMON, TINY, compose_cfg, run_train
 
 from rlsweep.config import ObjectiveConfig
 from rlsweep.job import objective
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 from rlsweep.validate import validate
 
 RECORD: dict[str, Any] = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, run_train
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 TD3_CONF = ROOT / "examples" / "td3" / "conf"
 BASE = ["prepare=false", "logger.mode=disabled", "progress=false", "eval_episodes=2", "warmup_iters=1", "backend.num_threads=1"]

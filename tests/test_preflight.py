@@ -125,7 +125,7 @@ def test_the_sweeper_composes_only_the_jobs_the_preflight_did_not_check(sweep_co
     assert sweep_config.hydra.sweeper._target_ == f"{BasicSweeper.__module__}.BasicSweeper"
     composed: list[list[str]] = []
     monkeypatch.setattr(HydraBasicSweeper, "validate_batch_is_legal", lambda self, batch: composed.extend(batch))
-    monkeypatch.setattr(hc, "CHECKED_JOBS", {("seed=0",), ("seed=1",)})
+    monkeypatch.setattr(hc.SESSION, "checked_jobs", {("seed=0",), ("seed=1",)})
     BasicSweeper(max_batch_size=None).validate_batch_is_legal([["seed=0"], ["seed=1"], ["seed=2"]])
     assert composed == [["seed=2"]]
 

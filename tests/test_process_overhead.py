@@ -75,7 +75,7 @@ def test_the_last_collection_is_skipped_at_exit_only() -> None:
     out = _python(
         "import atexit, gc\n"
         "atexit.register(lambda: print('FROZEN', gc.get_freeze_count() > 0, flush=True))\n"
-        "from rlsweep.cli import skip_final_gc_at_exit\n"
+        "from rlsweep.signals import skip_final_gc_at_exit\n"
         "registered = atexit._ncallbacks()\n"
         "skip_final_gc_at_exit(); skip_final_gc_at_exit()\n"
         "assert atexit._ncallbacks() == registered + 1  # once per process\n"

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from helpers import COMMON, ROOT, TINY, read_wandb_run, run_train
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 from rlsweep.tracking import stable_run_id
 
 # long enough for a stop signal to land mid-run (a few seconds), small enough to be quick

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import COMMON, TINY, read_wandb_run, run_train
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 from rlsweep.tracking import REDACTED, secret_values
 
 _TAG = uuid.uuid4().hex[:12]

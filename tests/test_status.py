@@ -164,11 +164,9 @@ def test_a_thousand_job_sweep_shows_in_under_five_seconds(tmp_path) -> None:
 
 def test_status_reads_the_checkpoint_header_rlsweep_writes() -> None:
     from rlsweep import checkpoint
-    from rlsweep.results import RESULT_FILE
 
     # status.py repeats these so that it does not import torch
-    assert (st.CHECKPOINT_FILE, st.CHECKPOINT_MAGIC, st.RESULT_FILE) == (
-        checkpoint.CHECKPOINT_FILE, checkpoint.MAGIC, RESULT_FILE)
+    assert (st.CHECKPOINT_FILE, st.CHECKPOINT_MAGIC) == (checkpoint.CHECKPOINT_FILE, checkpoint.MAGIC)
 
 
 def test_the_slurm_presets_take_wait_false_and_use_rlsweeps_slurm_launcher() -> None:

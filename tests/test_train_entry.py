@@ -9,7 +9,7 @@ import pytest
 from helpers import read_wandb_run, run_train
 
 from rlsweep.launchers import usable_cpus
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 FAST = ["experiment=smoke", "progress=false", "algo.update_epochs=2"]
 
@@ -132,7 +132,7 @@ def test_sweep_with_submitit_local(tmp_path: Path) -> None:
 
 def _offline_job(folder: Path, run_id: str, wandb_dir: Path | None = None, parts: int = 1) -> list[Path]:
     """A job's record that logged offline to W&B as run ``run_id`` (``parts`` folders: resumed), and its run folders."""
-    from rlsweep.results import write_result
+    from rlsweep.records import write_result
 
     runs = [(wandb_dir or folder) / "wandb" / f"offline-run-2026120{i}_000000-{run_id}" for i in range(1, parts + 1)]
     for run in runs:
@@ -173,7 +173,7 @@ def test_the_upload_line_names_exactly_the_sweeps_offline_runs(tmp_path: Path) -
 
 def test_no_upload_line_without_offline_runs(tmp_path: Path) -> None:
     from rlsweep.cli import offline_sync_command
-    from rlsweep.results import write_result
+    from rlsweep.records import write_result
 
     write_result(tmp_path / "0", {"status": "ok", "logging": {"wandb_mode": "disabled", "wandb_run_id": None}})
     write_result(tmp_path / "1", {"status": "ok", "logging": {"wandb_mode": "online", "wandb_run_id": "x"}})
@@ -253,17 +253,14 @@ def test_a_sweep_whose_report_cannot_be_written_ends_with_the_reports_status(tmp
 
     import rlsweep.report
     from rlsweep.cli import finish_sweep
-    from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_SWEEP_DIR
+    from rlsweep.hydra_callbacks import SESSION
 
     monkeypatch.setattr(rlsweep.report, "main", lambda argv: 2)  # e.g. its folder is not writable: it said why
-    saved = list(LAST_SWEEP_DIR), list(LAST_LAUNCHER)
-    LAST_SWEEP_DIR[:], LAST_LAUNCHER[:] = [str(tmp_path)], ["BasicLauncher"]
-    try:
-        with pytest.raises(SystemExit) as stopped, finish_sweep():
-            pass
-        assert stopped.value.code == 2
-        monkeypatch.setattr(rlsweep.report, "main", lambda argv: 0)
-        with finish_sweep():  # a written report: the sweep's own status stands
-            pass
-    finally:
-        LAST_SWEEP_DIR[:], LAST_LAUNCHER[:] = saved
+    monkeypatch.setattr(SESSION, "sweep_dir", str(tmp_path))
+    monkeypatch.setattr(SESSION, "launcher", "BasicLauncher")
+    with pytest.raises(SystemExit) as stopped, finish_sweep():
+        pass
+    assert stopped.value.code == 2
+    monkeypatch.setattr(rlsweep.report, "main", lambda argv: 0)
+    with finish_sweep():  # a written report: the sweep's own status stands
+        pass

@@ -15,9 +15,9 @@ import pytest
 from helpers import read_wandb_run, run_train
 
 from rlsweep.config import LoggerConfig
+from rlsweep.records import read_result
 from rlsweep.report.model import Job, WandbTarget
 from rlsweep.report.wandb_log import wandb_target
-from rlsweep.results import read_result
 from rlsweep.tracking import WandbSettings, resolved_logger, wandb_credentials_problem
 
 FAST = ["prepare=false", "experiment=smoke", "progress=false", "backend.num_threads=1"]

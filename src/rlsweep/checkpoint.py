@@ -40,7 +40,8 @@ import numpy as np
 import torch
 
 from rlsweep.config import TrainConfig
-from rlsweep.results import provenance, write_bytes_atomic
+from rlsweep.records import write_bytes_atomic
+from rlsweep.results import provenance
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import shlex
@@ -15,6 +14,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from rlsweep.records import STATUS_FAILED, STATUS_RUNNING, job_alive, process_alive, walk_records, write_result
+from rlsweep.signals import skip_final_gc_at_exit
+
 log = logging.getLogger(__name__)
 
 #: how often the launching process looks at jobs that are still running, in seconds
@@ -23,24 +25,6 @@ _POLL_S = 0.5
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt("SIGTERM")
-
-
-@functools.cache  # once per process
-def skip_final_gc_at_exit() -> None:
-    """At interpreter exit, skip the last garbage collection over every object still alive.
-
-    That collection walks the whole heap that torch, its compiler stack and Hydra leave behind:
-    about 0.8 s of every job's process, after its result is written. ``gc.freeze`` at exit puts
-    what is alive out of the collector's reach, and the memory goes back with the process. The
-    other atexit callbacks (logging's flush, W&B's, multiprocessing's, weakref finalizers) still
-    run; only finalizers of unreachable reference cycles do not, which Python does not promise at
-    exit either and which rlsweep does not rely on (files, envs and runs are closed explicitly).
-    Registered for the exit only: an in-process caller's garbage is collected as usual until then.
-    """
-    import atexit
-    import gc
-
-    atexit.register(gc.freeze)
 
 
 @contextlib.contextmanager
@@ -57,9 +41,7 @@ def train_entry() -> Iterator[None]:
     """
     from rlsweep import folder_lock
     from rlsweep.hydra_callbacks import (
-        LAST_LAUNCHER,
-        LAST_RUN_DIR,
-        LAST_SWEEP_DIR,
+        SESSION,
         command_accepted,
         debug_enabled,
         hydra_errors_as_bad_input,
@@ -71,8 +53,7 @@ def train_entry() -> Iterator[None]:
     claim_cache_env()
     if debug_enabled():
         os.environ["HYDRA_FULL_ERROR"] = "1"
-    for state in (LAST_LAUNCHER, LAST_RUN_DIR, LAST_SWEEP_DIR):  # set anew by this command's callback
-        state.clear()
+    SESSION.run_dir = SESSION.sweep_dir = SESSION.launcher = None  # set anew by this command's callback
     sys.argv[1:] = multirun_flag_first(sys.argv[1:])
     problems = group_value_errors(sys.argv[1:])
     if problems:
@@ -87,10 +68,10 @@ def train_entry() -> Iterator[None]:
         if debug_enabled():
             raise
         name = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT"
-        if LAST_SWEEP_DIR:
-            where, key = LAST_SWEEP_DIR[0], "hydra.sweep.dir"
+        if SESSION.sweep_dir:
+            where, key = SESSION.sweep_dir, "hydra.sweep.dir"
         else:
-            where, key = (LAST_RUN_DIR[0] if LAST_RUN_DIR else "<the run's folder>"), "hydra.run.dir"
+            where, key = (SESSION.run_dir or "<the run's folder>"), "hydra.run.dir"
         print(f"rlsweep: stopped by {name}. Interrupted jobs wrote a checkpoint and an `interrupted` record; "
               f"to continue, run the same command again with resume=true {_override(key, where)}", file=sys.stderr)
         raise SystemExit(128 + getattr(signal, name)) from None
@@ -189,19 +170,18 @@ def finish_sweep() -> Iterator[None]:
     jobs are processes of their own): the report waits for those, and marks the jobs whose process
     was killed before it could write a result.
     """
-    from rlsweep.hydra_callbacks import LAST_LAUNCHER, LAST_SWEEP_DIR
-    from rlsweep.launchers import SUBMITTED
+    from rlsweep.hydra_callbacks import SESSION
 
-    SUBMITTED.clear()
+    SESSION.submitted.clear()
     report_rc = 0
     try:
         yield
     finally:
-        if SUBMITTED:  # hydra.launcher.wait=false: the jobs were only submitted; no waiting, no report yet
-            print("\n".join(SUBMITTED), flush=True)
-        elif LAST_SWEEP_DIR and Path(LAST_SWEEP_DIR[0]).is_dir():
-            sweep = Path(LAST_SWEEP_DIR[0])
-            local_jobs = bool(LAST_LAUNCHER) and LAST_LAUNCHER[0] == "LocalLauncher"
+        if SESSION.submitted:  # hydra.launcher.wait=false: the jobs were only submitted; no waiting, no report yet
+            print("\n".join(SESSION.submitted), flush=True)
+        elif SESSION.sweep_dir and Path(SESSION.sweep_dir).is_dir():
+            sweep = Path(SESSION.sweep_dir)
+            local_jobs = SESSION.launcher == "LocalLauncher"
             try:
                 wait_for_jobs(sweep, local_jobs)
                 mark_killed_jobs(sweep)
@@ -242,7 +222,6 @@ def offline_sync_command(sweep: Path) -> str | None:
     The runs are named by one glob over the sweep folder where that names exactly them (jobs that
     logged into their own folders), else one by one (``logger.dir`` shared with other sweeps).
     """
-    from rlsweep.hydra_callbacks import _walk_records
     from rlsweep.report.workspace import WORKSPACE_FILE
     from rlsweep.tracking import stable_run_id
 
@@ -250,7 +229,7 @@ def offline_sync_command(sweep: Path) -> str | None:
     report = sweep / "report"  # the report's own run is in the jobs' logger.dir, else in this folder
     runs: list[Path] = []
     report_roots = {report}
-    for folder, record in _walk_records(sweep):
+    for folder, record in walk_records(sweep):
         logged = record.get("logging") or {}
         if logged.get("wandb_mode") != "offline" or not logged.get("wandb_run_id"):
             continue
@@ -275,16 +254,11 @@ def offline_sync_command(sweep: Path) -> str | None:
 
 
 def _running_records(sweep: Path) -> list[tuple[Path, dict[str, Any]]]:
-    from rlsweep.hydra_callbacks import _walk_records
-    from rlsweep.job import STATUS_RUNNING
-
-    return [(d, r) for d, r in _walk_records(sweep) if r.get("status") == STATUS_RUNNING]
+    return [(d, r) for d, r in walk_records(sweep) if r.get("status") == STATUS_RUNNING]
 
 
 def _local_submitit_pids(sweep: Path) -> list[int]:
     """Processes of submitit_local jobs of this sweep that are still running (job id = pid)."""
-    from rlsweep.job import process_alive
-
     pids = []
     root = sweep / ".submitit"
     for folder in root.iterdir() if root.is_dir() else []:
@@ -303,12 +277,10 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
     """Wait while jobs of ``sweep`` still run on this machine: after a job failed, or after a stop signal
     while the stopped jobs write their checkpoints. Ctrl-C stops waiting (and a job that already got
     one stop request stops at once)."""
-    from rlsweep.job import job_process_alive
-
     said = False
     try:
         while True:
-            running = [d for d, r in _running_records(sweep) if job_process_alive(r)]
+            running = [d for d, r in _running_records(sweep) if job_alive(r)]
             pids = _local_submitit_pids(sweep) if local_jobs else []
             if not running and not pids:
                 return
@@ -329,16 +301,13 @@ def mark_killed_jobs(sweep: Path) -> list[Path]:
     """
     import socket
 
-    from rlsweep.job import job_process_alive
-    from rlsweep.results import write_result
-
     marked = []
     for folder, record in _running_records(sweep):
         job = record.get("job") or {}
-        if job.get("hostname") != socket.gethostname() or job_process_alive(record):
+        if job.get("hostname") != socket.gethostname() or job_alive(record):
             continue
         record.pop("schema_version", None)
-        record.update(status="failed", error=(
+        record.update(status=STATUS_FAILED, error=(
             f"killed: the job's process (pid {job.get('pid')}) ended without writing a result -- a signal such "
             f"as SIGKILL, out of memory, or a crash of the interpreter; its log: {folder / 'train.log'}"))
         write_result(folder, record)

@@ -20,7 +20,6 @@ import contextlib
 import copy
 import dataclasses
 import difflib
-import functools
 import os
 import sys
 import tempfile
@@ -34,17 +33,45 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from rlsweep.config import to_object
 from rlsweep.launchers import SEED_KEY
+from rlsweep.records import (
+    NEEDS_RESUME,
+    OTHER_CONFIG,
+    STATUS_RUNNING,
+    expand_sweep,
+    job_alive,
+    override_key,
+    parse_overrides,
+    read_record,
+    resume_decision,
+    sweep_arguments,
+    sweep_lists,
+    walk_records,
+)
 from rlsweep.validate import ConfigError, seed_errors, validate
 
-#: set in the launching process by on_multirun_start: where the sweep writes (for the report)
-LAST_SWEEP_DIR: list[str] = []
-#: set in the launching process by on_run_start: the single run's folder (for messages)
-LAST_RUN_DIR: list[str] = []
-#: set by on_multirun_start: the launcher's class name (LocalLauncher: jobs are local processes)
-LAST_LAUNCHER: list[str] = []
-#: set by on_multirun_start: the override lists of the jobs it checked, as the sweeper will launch
-#: them (rlsweep's BasicSweeper does not compose these again)
-CHECKED_JOBS: set[tuple[str, ...]] = set()
+
+@dataclasses.dataclass
+class SweepSession:
+    """What the launching process learns about its command while Hydra runs it.
+
+    :class:`RLSweepCallback` sets ``run_dir`` (``on_run_start``) or ``sweep_dir``, ``launcher`` and
+    ``checked_jobs`` (``on_multirun_start``); rlsweep's launchers read ``checked_jobs`` and fill
+    ``submitted``; :mod:`rlsweep.cli` resets the session for each command and reads it around the
+    Hydra main (messages, waiting for the jobs, the report).
+    """
+
+    run_dir: str | None = None  # the single run's folder (for messages)
+    sweep_dir: str | None = None  # where the sweep writes, once its checks passed (for the report)
+    launcher: str | None = None  # the launcher's class name (LocalLauncher: jobs are local processes)
+    #: the override lists of the jobs checked, as the sweeper will launch them (not composed again)
+    checked_jobs: set[tuple[str, ...]] = dataclasses.field(default_factory=set)
+    #: what to print once Hydra is done when the Slurm launcher returned without waiting
+    #: (``hydra.launcher.wait=false``): then no report
+    submitted: list[str] = dataclasses.field(default_factory=list)
+
+
+#: this process's command (one at a time)
+SESSION = SweepSession()
 
 RESUME_KEY = "resume"
 FOLDER = "output folder not usable"
@@ -77,7 +104,7 @@ def refuse(exc: BaseException) -> None:
 
 def command_accepted() -> bool:
     """Whether this command's callback accepted it: from then on errors are the jobs', not the input's."""
-    return bool(LAST_RUN_DIR or LAST_SWEEP_DIR)
+    return bool(SESSION.run_dir or SESSION.sweep_dir)
 
 
 @contextlib.contextmanager
@@ -285,61 +312,40 @@ def _job_config(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(body, resolve=True)  # type: ignore[return-value]
 
 
-def _walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Every readable result record under a sweep folder (submitit, report and W&B folders skipped:
-    a W&B run folder is many small files, and a 1,000-job sweep has 1,000 of them)."""
-    from rlsweep.job import read_record
-
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("report", "wandb"))
-        if "result.json" in filenames:
-            record = read_record(Path(dirpath))
-            if record is not None:
-                out.append((Path(dirpath), record))
-    return out
-
-
 def _in_use(folder: Path, record: dict[str, Any]) -> str | None:
-    from rlsweep.job import STATUS_RUNNING, job_process_alive
-
-    if record.get("status") == STATUS_RUNNING and job_process_alive(record):
+    if record.get("status") == STATUS_RUNNING and job_alive(record):
         return (f"{folder} is in use: its job is running right now (pid {record['job']['pid']}); "
                 "wait for it or stop it first")
     return None
 
 
 def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
-    from rlsweep.job import comparable_config, read_record
-
     record = read_record(out)
     if record is None:
         return
     busy = _in_use(out, record)
     if busy:
         _fail([busy], title=FOLDER)
-    if record.get("status") != "ok":
-        return  # failed / interrupted / killed: this run replaces it (from its checkpoint when there is one)
-    if not resume:
+    decision = resume_decision(record, lambda: _job_config(config), resume)
+    if decision == NEEDS_RESUME:
         _fail([(f"{out} already holds a finished result: add resume=true to keep it, "
                "or choose another hydra.run.dir")], title=FOLDER)
-    if comparable_config(record.get("config") or {}) != comparable_config(_job_config(config)):
+    if decision == OTHER_CONFIG:
         _fail([(f"{out} holds the finished result of a run with another config: resume=true continues "
                "the same run; for a different one choose another hydra.run.dir")], title=FOLDER)
 
 
 def _check_finished_sweep(config: DictConfig, jobs: list[_Job], resume: bool) -> None:
-    from rlsweep.job import comparable_config, read_record
-
     sweep = Path(str(config.hydra.sweep.dir))
     if not sweep.is_dir():
         return
-    records = _walk_records(sweep)
+    records = walk_records(sweep)
     busy = [msg for folder, record in records if (msg := _in_use(folder, record))]
     if busy:
         _fail(busy, title=FOLDER)
-    finished = [folder for folder, record in records if record.get("status") == "ok"]
-    if finished and not resume:
+    finished = [] if resume else [folder for folder, record in records
+                                  if resume_decision(record, dict, resume) == NEEDS_RESUME]
+    if finished:
         _fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
                "to keep them and run only the unfinished ones, or choose another hydra.sweep.dir")], title=FOLDER)
     subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
@@ -348,9 +354,7 @@ def _check_finished_sweep(config: DictConfig, jobs: list[_Job], resume: bool) ->
     clashes = []
     for num, job in enumerate(jobs):
         record = read_record(sweep / str(num))
-        if record is None or record.get("status") != "ok":
-            continue
-        if comparable_config(record.get("config") or {}) != comparable_config(job.config()):
+        if resume_decision(record, job.config, resume) == OTHER_CONFIG:
             was = " ".join(str(o) for o in record.get("overrides") or []) or "(none)"
             clashes.append(f"job {num} ({' '.join(job.overrides) or 'no overrides'}): {sweep / str(num)} holds a "
                            f"finished job with another config (overrides: {was})")
@@ -402,20 +406,20 @@ class RLSweepCallback(Callback):
             _fail(_error_lines(exc), cause=exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        CHECKED_JOBS.clear()
+        SESSION.checked_jobs.clear()
         try:
-            CHECKED_JOBS.update(self._check_sweep(config))
+            SESSION.checked_jobs.update(self._check_sweep(config))
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             _fail(_error_lines(exc), cause=exc)
         # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
-        LAST_SWEEP_DIR[:] = [str(config.hydra.sweep.dir)]
-        LAST_LAUNCHER[:] = [str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]]
+        SESSION.sweep_dir = str(config.hydra.sweep.dir)
+        SESSION.launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]
 
     @staticmethod
     def _check_run(config: DictConfig) -> None:
         _check(config, check_device=True)
         out = Path(str(config.hydra.run.dir))
-        LAST_RUN_DIR[:] = [str(out)]
+        SESSION.run_dir = str(out)
         problem = _output_dir_problem(str(out))
         if problem:
             _fail([f"{problem}; set hydra.run.dir=<a writable folder>"], title=FOLDER)
@@ -443,7 +447,7 @@ class RLSweepCallback(Callback):
             _check_finished_sweep(config, jobs, resume)
         _move_resume_to_hydra_overrides(config)
         # the sweeper expands the task overrides without resume=..., moved above
-        return [tuple(o for o in job.overrides if _override_key(o) != RESUME_KEY) for job in jobs]
+        return [tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs]
 
 
 @dataclasses.dataclass
@@ -533,7 +537,7 @@ def _seed_in(cell: _Cell, seed_override: str) -> int | None:
     try:
         if cell.scratch is None:
             cell.scratch = copy.deepcopy(cell.cfg)
-        ConfigLoaderImpl._apply_overrides_to_config(_parse_overrides([seed_override]), cell.scratch)
+        ConfigLoaderImpl._apply_overrides_to_config(parse_overrides([seed_override]), cell.scratch)
         seed = cell.scratch[SEED_KEY]
     except Exception:  # noqa: BLE001 - composed on its own, the job gets its message
         cell.scratch = None
@@ -559,17 +563,6 @@ def _refers_to(cfg: DictConfig, key: str) -> bool:
     return False
 
 
-@functools.cache
-def _override_parser() -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
-def _parse_overrides(overrides: list[str]) -> list[Any]:
-    return _override_parser().parse_overrides(overrides)
-
-
 def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
     """Keep ``resume=...`` out of the sweep's arguments; every job still gets it.
 
@@ -580,7 +573,7 @@ def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
     the switch there still sets it in every job.
     """
     task = [str(o) for o in config.hydra.overrides.task]
-    switch = [o for o in task if _override_key(o) == RESUME_KEY]
+    switch = [o for o in task if override_key(o) == RESUME_KEY]
     if not switch:
         return
     with read_write(config.hydra.overrides):
@@ -588,27 +581,16 @@ def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
         config.hydra.overrides.hydra = [*config.hydra.overrides.hydra, *switch]
 
 
-def _override_key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
-
-
 def _expand_sweep(config: DictConfig) -> list[list[str]]:
     """Every job's override list, as Hydra's basic sweeper will produce them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     task = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
     sweeper_target = str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
     if not sweeper_target.endswith("BasicSweeper"):
         # other sweepers (Optuna) choose jobs as they go: check the base config, without the
         # overrides they search over (interval(...), choice(...))
-        parsed = OverridesParser.create().parse_overrides(task)
-        return [[str(o.input_line) for o in parsed if not o.is_sweep_override()]]
-    params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
-    extra = [f"{k}={v}" for k, v in params.items()]
-    parsed = OverridesParser.create().parse_overrides(extra + task)
-    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    return [list(job) for batch in batches for job in batch]
+        return [[str(o.input_line) for o in parse_overrides(task) if not o.is_sweep_override()]]
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+    return expand_sweep(sweep_lists(sweep_arguments(task, params)))
 
 
 def _compose(config: DictConfig, overrides: list[str]) -> DictConfig:

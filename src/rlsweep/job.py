@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import json
 import logging
 import os
 import signal
@@ -30,9 +29,20 @@ from rlsweep import checkpoint, prepare, toggles
 from rlsweep.algos import algorithm_class
 from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import ObjectiveConfig, TrainConfig, to_object
-from rlsweep.results import RESULT_FILE, fingerprint, provenance, utc_now, write_result
+from rlsweep.records import (
+    KEEP,
+    NEEDS_RESUME,
+    OTHER_CONFIG,
+    RESULT_FILE,
+    STATUS_RUNNING,
+    override_key,
+    read_record,
+    resume_decision,
+    write_result,
+)
+from rlsweep.results import fingerprint, provenance, utc_now
 from rlsweep.runner import resolve_device, train
-from rlsweep.signals import Interrupted, stop_requested
+from rlsweep.signals import Interrupted, skip_final_gc_at_exit, stop_requested
 from rlsweep.tracking import (
     JOB_TYPE_TRAIN,
     Tracker,
@@ -48,12 +58,8 @@ from rlsweep.validate import ConfigError, validate
 
 log = logging.getLogger(__name__)
 
-#: config keys that do not change a job's result: a finished record made with other values of
-#: these still counts as this job's result when resuming
-RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
 #: overrides that are switches of one invocation, not part of a job's identity
 INVOCATION_KEYS = ("resume",)
-STATUS_RUNNING = "running"
 RUNNING_ERROR = ("the job did not finish: its process ended without writing a result (killed by a signal such as "
                  "SIGKILL, out of memory, or the machine went down) -- or it is still running")
 
@@ -65,52 +71,6 @@ class SweepInterrupted(KeyboardInterrupt):
     """
 
 
-def override_key(override: str) -> str:
-    """``+algo.lr=1`` -> ``algo.lr``."""
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def comparable_config(config: dict[str, Any]) -> str:
-    """A job's resolved config without :data:`RECORD_VOLATILE` keys, as its record stores it, in one text."""
-    d = scrub({k: v for k, v in config.items() if k not in RECORD_VOLATILE})
-    return json.dumps(d, sort_keys=True, default=str)
-
-
-def read_record(out_dir: Path) -> dict[str, Any] | None:
-    """The result record in ``out_dir``; None when there is none or it cannot be read."""
-    try:
-        with open(Path(out_dir) / RESULT_FILE, encoding="utf-8") as f:
-            record = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` of this machine is running (a zombie is not: it only awaits reaping)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)  # no /proc (macOS): existence only
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return state not in ("Z", "X")
-
-
-def job_process_alive(record: dict[str, Any]) -> bool:
-    """Whether the process that wrote ``record`` runs on this machine right now (not this process)."""
-    job = record.get("job") if isinstance(record.get("job"), dict) else {}
-    pid = job.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid() or job.get("hostname") != socket.gethostname():
-        return False
-    return process_alive(pid)
-
-
 def finished_record(out_dir: Path, config: dict[str, Any], resume: bool) -> dict[str, Any] | None:
     """The ``ok`` record of this very job in ``out_dir`` when ``resume``; None when the job has to run.
 
@@ -119,17 +79,16 @@ def finished_record(out_dir: Path, config: dict[str, Any], resume: bool) -> dict
             another config, or of this one without ``resume``.
     """
     done = read_record(out_dir)
-    if done is None or done.get("status") != "ok":
-        return None  # nothing, failed, interrupted or killed: (re)run, from the checkpoint when present
-    same = isinstance(done.get("config"), dict) and (
-        comparable_config(done["config"]) == comparable_config(config))
-    if same and resume:
+    decision = resume_decision(done, lambda: config, resume)
+    if decision == KEEP:
         return done
-    if same:
-        raise ConfigError(f"{out_dir} already holds this job's finished result: rerun with resume=true to keep it "
+    if decision == NEEDS_RESUME:
+        raise ConfigError(f"{out_dir} already holds a finished result: rerun with resume=true to keep it "
                           "(and run only the unfinished jobs), or choose another output folder")
-    raise ConfigError(f"{out_dir} holds the finished result of a job with another config: resume=true continues "
-                      "a sweep with the same overrides; for a different sweep choose another output folder")
+    if decision == OTHER_CONFIG:
+        raise ConfigError(f"{out_dir} holds the finished result of a job with another config: resume=true continues "
+                          "a sweep with the same overrides; for a different sweep choose another output folder")
+    return None  # nothing, failed, interrupted or killed: (re)run, from the checkpoint when present
 
 
 def job_info() -> dict[str, Any]:
@@ -164,8 +123,6 @@ def toggle_tags(cfg: TrainConfig) -> list[str]:
 
 def train_job(cfg: DictConfig) -> dict[str, Any]:
     """Run one job under Hydra; return its result record."""
-    from rlsweep.cli import skip_final_gc_at_exit
-
     skip_final_gc_at_exit()  # also in a launcher's job process (submitit), which does not start in train_entry
     stopped = stop_requested()  # the sweep was stopped while this job's process started: do not start
     if stopped is not None:
@@ -183,7 +140,52 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         log.info("%s: finished before with the same config; kept as it is (resume=true)", out_dir)
         return {**done, "skipped": True}
     secrets = secret_values()
-    group = run_group(tcfg.logger.group, info["sweep_dir"], out_dir)
+    record, resumed = _first_record(tcfg, info, resolved)
+    # what remains if this process is killed outright; replaced by the final record below
+    write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
+    ckpt = out_dir / CHECKPOINT_FILE
+    tracker: Tracker | None = None
+    # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
+    # is collected before the clock starts, not by a collection landing inside whichever job is next
+    gc.collect()
+    start = time.perf_counter()
+    failed = True
+    try:
+        tracker = _tracker(tcfg, info, resolved, record)
+        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
+        record.update(outcome.record())
+        record["measurement"] = measurement_state(outcome, info)
+        record["status"] = "ok"
+        failed = False
+        ckpt.unlink(missing_ok=True)  # done: the record is the result; a rerun starts afresh
+        return record
+    except Interrupted as exc:
+        record.update(status="interrupted", error=str(exc), checkpoint=str(ckpt))
+        raise SweepInterrupted(str(exc)) from exc
+    except KeyboardInterrupt as exc:  # outside the training loop's own handling (or a second Ctrl-C)
+        record.update(status="interrupted", error=f"interrupted ({exc or 'SIGINT'})",
+                      checkpoint=str(ckpt) if ckpt.is_file() else None)
+        raise
+    except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
+        record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
+        raise
+    except BaseException as exc:
+        record["error"] = traceback.format_exc()
+        if type(exc).__name__ == "UncompletedJobError" and "timed-out too many times" in str(exc):
+            # submitit's verdict at a time-out after the last allowed requeue: the checkpoint is written
+            requeues = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+            record.update(status="timed_out", requeues=requeues, checkpoint=str(ckpt), error=(
+                f"timed out after {requeues} requeue(s) (hydra.launcher.max_num_timeout): checkpoint written; "
+                "resume=true continues from it"))
+        raise
+    finally:
+        _finish(record, tcfg, resumed, tracker, failed, wall_s=time.perf_counter() - start)
+        write_result(out_dir, scrub(record, secrets))
+
+
+def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The job's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
+    out_dir = Path(info["output_dir"])
     record: dict[str, Any] = {
         "status": "failed",
         "error": None,
@@ -214,71 +216,46 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
                          "wandb_run_dir": None,
                          "wandb_run_id": stable_run_id(out_dir) if wandb_settings.mode != "disabled" else None,
                          "errors": []}
-    # what remains if this process is killed outright; replaced by the final record below
-    write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
+    return record, resumed
+
+
+def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], record: dict[str, Any]) -> Tracker:
+    """The job's W&B run: its name, group, tags and nested config."""
+    out_dir = Path(info["output_dir"])
     columns = {k: v for k, v in flatten(resolved).items() if k not in INVOCATION_KEYS}
-    tracker: Tracker | None = None
-    # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
-    # is collected before the clock starts, not by a collection landing inside whichever job is next
-    gc.collect()
-    start = time.perf_counter()
-    failed = True
-    try:
-        tracker = Tracker(
-            tcfg.logger,
-            out_dir,
-            name=run_name(tcfg),
-            group=group,
-            job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
-            tags=toggle_tags(tcfg),
-            # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
-            config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
-                         **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
-                         **_provenance_columns(record["provenance"])}),
-            run_id=stable_run_id(out_dir),
-        )
-        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
-        record.update(outcome.record())
-        record["measurement"] = measurement_state(outcome, info)
-        record["status"] = "ok"
-        failed = False
-        ckpt.unlink(missing_ok=True)  # done: the record is the result; a rerun starts afresh
-        return record
-    except Interrupted as exc:
-        record.update(status="interrupted", error=str(exc), checkpoint=str(ckpt))
-        raise SweepInterrupted(str(exc)) from exc
-    except KeyboardInterrupt as exc:  # outside the training loop's own handling (or a second Ctrl-C)
-        record.update(status="interrupted", error=f"interrupted ({exc or 'SIGINT'})",
-                      checkpoint=str(ckpt) if ckpt.is_file() else None)
-        raise
-    except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
-        record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
-        raise
-    except BaseException as exc:
-        record["error"] = traceback.format_exc()
-        if type(exc).__name__ == "UncompletedJobError" and "timed-out too many times" in str(exc):
-            # submitit's verdict at a time-out after the last allowed requeue: the checkpoint is written
-            requeues = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-            record.update(status="timed_out", requeues=requeues, checkpoint=str(ckpt), error=(
-                f"timed out after {requeues} requeue(s) (hydra.launcher.max_num_timeout): checkpoint written; "
-                "resume=true continues from it"))
-        raise
-    finally:
-        record["wall_s"] = round(time.perf_counter() - start, 3)
-        # which code ran which part of the job: the attempts its checkpoint carries, and this one
-        record["code_history"] = checkpoint.code_history(resumed, checkpoint.code_of(record["provenance"]))
-        record["finished_at"] = utc_now()
-        record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
-        record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
-            "num_threads", record["fingerprint"]["num_threads"])
-        if record["status"] == "ok":
-            record["objective"] = objective(record, tcfg.objective)
-        if tracker is not None:
-            tracker.summary(_summary_metrics(record))
-            tracker.finish(failed)
-        record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
-                                 errors=tracker.errors if tracker is not None else [])
-        write_result(out_dir, scrub(record, secrets))
+    return Tracker(
+        tcfg.logger,
+        out_dir,
+        name=run_name(tcfg),
+        group=run_group(tcfg.logger.group, info["sweep_dir"], out_dir),
+        job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
+        tags=toggle_tags(tcfg),
+        # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
+        config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
+                     **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
+                     **_provenance_columns(record["provenance"])}),
+        run_id=stable_run_id(out_dir),
+    )
+
+
+
+def _finish(record: dict[str, Any], tcfg: TrainConfig, resumed: Any, tracker: Tracker | None, failed: bool,
+            wall_s: float) -> None:
+    """Complete the job's record, however the job ended, and finish its W&B run."""
+    record["wall_s"] = round(wall_s, 3)
+    # which code ran which part of the job: the attempts its checkpoint carries, and this one
+    record["code_history"] = checkpoint.code_history(resumed, checkpoint.code_of(record["provenance"]))
+    record["finished_at"] = utc_now()
+    record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
+    record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
+        "num_threads", record["fingerprint"]["num_threads"])
+    if record["status"] == "ok":
+        record["objective"] = objective(record, tcfg.objective)
+    if tracker is not None:
+        tracker.summary(_summary_metrics(record))
+        tracker.finish(failed)
+    record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
+                             errors=tracker.errors if tracker is not None else [])
 
 
 def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:
@@ -382,7 +359,7 @@ def format_summary(record: dict[str, Any]) -> str:
         lines.append(f"  objective       {obj['metric']} = {shown}")
     if record.get("skipped"):
         lines.append("  resume          finished before with the same config: result kept, nothing rerun")
-    lines.append(f"  result          {Path(record['job']['output_dir']) / 'result.json'}")
+    lines.append(f"  result          {Path(record['job']['output_dir']) / RESULT_FILE}")
     if record.get("logging", {}).get("wandb_run_dir"):
         lines.append(f"  W&B ({record['logging']['wandb_mode']})  {record['logging']['wandb_run_dir']}")
     return "\n".join(lines)

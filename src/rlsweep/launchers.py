@@ -79,11 +79,6 @@ def seed_major_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
     return sorted(range(len(job_overrides)), key=lambda i: rank[seeds[i]])
 
 
-#: filled by the Slurm launcher when it returned without waiting (``hydra.launcher.wait=false``):
-#: what to tell the user once Hydra is done (:func:`rlsweep.cli.finish_sweep` prints it, no report)
-SUBMITTED: list[str] = []
-
-
 def submitted_message(sweep_dir: str, array_ids: Sequence[str], num_jobs: int) -> str:
     """What a fire-and-forget launch prints: the array, the sweep folder, the commands to use next."""
     ids = ", ".join(dict.fromkeys(array_ids))

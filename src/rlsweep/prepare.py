@@ -258,7 +258,7 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
 
 
 def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
-    from rlsweep.results import write_json_atomic
+    from rlsweep.records import write_json_atomic
 
     write_json_atomic(Path(sweep_dir) / PREPARE_FILE, record)
 

@@ -1,13 +1,10 @@
-"""The per-job result record: built by the runner, written atomically, read back by the report."""
+"""What a result record says about where and with which code a job ran (its files: :mod:`rlsweep.records`)."""
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import platform
 import socket
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +12,6 @@ from rlsweep.launchers import usable_cpus
 
 if TYPE_CHECKING:
     import torch
-
-SCHEMA_VERSION = 1
-RESULT_FILE = "result.json"
 
 
 def utc_now() -> str:
@@ -40,7 +34,7 @@ def _cpu_model() -> str:
 
 def fingerprint(device: torch.device | None = None) -> dict[str, Any]:
     """Hardware/software identity: ratios are only meaningful between equal fingerprints."""
-    import torch  # here: the report and the launching process write files through this module without torch
+    import torch  # here: the report and the launching process import this module (utc_now) without torch
 
     gpu = None
     if torch.cuda.is_available():
@@ -118,53 +112,3 @@ def provenance(algorithm_file: str | os.PathLike[str] | None = None) -> dict[str
         if algo is not None and (code["rlsweep"] is None or algo["repo"] != code["rlsweep"]["repo"]):
             code["algorithm"] = algo
     return {"code": code, "versions": {name: _version(name) for name in VERSIONED}}
-
-
-def _jsonable(value: Any) -> Any:
-    """Replace non-finite floats (invalid JSON) by None, recursively."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder, fsync and rename (all or nothing)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
-    text = json.dumps(_jsonable(data), indent=2, allow_nan=False)
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_result(output_dir: Path, record: dict[str, Any]) -> Path:
-    path = Path(output_dir) / RESULT_FILE
-    write_json_atomic(path, {"schema_version": SCHEMA_VERSION, **record})
-    return path
-
-
-def read_result(output_dir: Path) -> dict[str, Any]:
-    with open(Path(output_dir) / RESULT_FILE, encoding="utf-8") as f:
-        return json.load(f)

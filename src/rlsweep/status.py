@@ -25,21 +25,39 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlsweep.records import (
+    MULTIRUN_FILE,
+    RESULT_FILE,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_OK,
+    STATUS_RUNNING,
+    expand_sweep,
+    job_alive,
+    job_folders,
+    job_num,
+    last_line,
+    multirun_hydra,
+    read_json,
+    read_multirun,
+    read_record,
+    sweep_lists,
+    write_json_atomic,
+)
+
 MANIFEST_FILE = "rlsweep_jobs.json"
-RESULT_FILE = "result.json"  # rlsweep.results.RESULT_FILE (not imported: it loads torch)
-CHECKPOINT_FILE = "checkpoint.pt"  # rlsweep.checkpoint.CHECKPOINT_FILE (same)
+CHECKPOINT_FILE = "checkpoint.pt"  # rlsweep.checkpoint.CHECKPOINT_FILE (not imported: it loads torch)
 CHECKPOINT_MAGIC = b"RLSWEEP-CHECKPOINT 1\n"  # rlsweep.checkpoint.MAGIC
 SACCT_TIMEOUT_S = 30
 
-PENDING, RUNNING, REQUEUED, OK, FAILED, CANCELLED, TIMED_OUT, INTERRUPTED = (
-    "pending", "running", "requeued", "ok", "failed", "cancelled", "timed_out", "interrupted")
+PENDING, REQUEUED, CANCELLED, TIMED_OUT = "pending", "requeued", "cancelled", "timed_out"
+RUNNING, OK, FAILED, INTERRUPTED = STATUS_RUNNING, STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED
 #: states in which a job may still change (the sweep is not finished while any job is in one)
 UNFINISHED = (PENDING, RUNNING, REQUEUED)
 #: exit status of the command: every job ok / some job failed (or cancelled, ...) / jobs still unfinished
@@ -115,79 +133,40 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
     Called by the launcher after each submitted batch (Hydra's sweeper may launch a sweep in batches).
     """
     path = Path(sweep_dir) / MANIFEST_FILE
-    manifest = _read_json(path) or {}
+    manifest = read_json(path) or {}
     known = {int(j["num"]): j for j in manifest.get("jobs", []) if isinstance(j, dict) and "num" in j}
     for num, overrides, slurm_id in jobs:
         known[int(num)] = {"num": int(num), "overrides": list(overrides), "slurm_job_id": slurm_id}
     manifest = {"schema_version": 1, "launcher": launcher, "jobs": [known[n] for n in sorted(known)]}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, manifest)
     return path
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
     """The sweep's jobs (num, overrides, Slurm job id or None), and where they came from."""
-    manifest = _read_json(sweep_dir / MANIFEST_FILE)
+    manifest = read_json(sweep_dir / MANIFEST_FILE)
     if isinstance(manifest, dict) and isinstance(manifest.get("jobs"), list):
         jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
                 for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
         return jobs, MANIFEST_FILE
-    multirun = sweep_dir / "multirun.yaml"
-    if multirun.is_file():
-        try:
-            return [(i, o, None) for i, o in enumerate(_expand_multirun(multirun))], "multirun.yaml"
-        except Exception as exc:  # noqa: BLE001 - any parse failure: use the job folders, say so
-            notes.append(f"multirun.yaml not expanded ({type(exc).__name__}: {exc}); jobs from their folders only")
+    try:
+        multirun = read_multirun(sweep_dir)
+        if multirun is not None:
+            return [(i, o, None) for i, o in enumerate(_expand_multirun(multirun))], MULTIRUN_FILE
+    except Exception as exc:  # noqa: BLE001 - any parse failure: use the job folders, say so
+        notes.append(f"multirun.yaml not expanded ({type(exc).__name__}: {exc}); jobs from their folders only")
     return [], "job folders"
 
 
-def _expand_multirun(path: Path) -> list[list[str]]:
+def _expand_multirun(multirun: dict[str, Any]) -> list[list[str]]:
     """Every job's overrides, in job order, as Hydra's basic sweeper expands the saved sweep."""
-    import yaml
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    hydra_cfg = cfg.get("hydra") or {}
-    sweeper = hydra_cfg.get("sweeper") or {}
-    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
-        raise ValueError(f"sweeper {sweeper.get('_target_')} chooses its jobs as it goes")
-    params = sweeper.get("params") or {}
-    task = [str(t) for t in (hydra_cfg.get("overrides") or {}).get("task") or []]
-    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()] + task)
-    return [list(job) for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
+    sweeper, arguments = multirun_hydra(multirun)
+    if not sweeper.endswith("BasicSweeper"):
+        raise ValueError(f"sweeper {sweeper or None} chooses its jobs as it goes")
+    return expand_sweep(sweep_lists(arguments))
 
 
 # ---------------------------------------------------------------------------------------------- records
-
-
-def _job_folders(sweep_dir: Path) -> list[Path]:
-    """Folders holding a job (a ``result.json`` or Hydra's ``.hydra``); nothing below a job is walked."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(sweep_dir):
-        if RESULT_FILE in filenames or ".hydra" in dirnames:
-            out.append(Path(dirpath))
-            dirnames[:] = []
-            continue
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("report", "wandb"))
-    return out
-
-
-def _folder_num(folder: Path, record: dict[str, Any] | None) -> int | None:
-    job = (record or {}).get("job")
-    num = job.get("num") if isinstance(job, dict) else None
-    if isinstance(num, int) and not isinstance(num, bool):
-        return num
-    return int(folder.name) if folder.name.isdigit() else None
 
 
 def checkpoint_env_steps(folder: Path) -> int | None:
@@ -201,24 +180,6 @@ def checkpoint_env_steps(folder: Path) -> int | None:
         return None
     steps = header.get("env_steps") if isinstance(header, dict) else None
     return steps if isinstance(steps, int) else None
-
-
-def _record_alive_here(record: dict[str, Any]) -> bool | None:
-    """Whether the process of a ``running`` record is alive; None when it ran on another machine."""
-    job = record.get("job") if isinstance(record.get("job"), dict) else {}
-    pid = job.get("pid")
-    if not isinstance(pid, int) or job.get("hostname") != socket.gethostname():
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _last_line(text: Any) -> str:
-    lines = [line.strip() for line in str(text or "").strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 # ---------------------------------------------------------------------------------------------- Slurm
@@ -286,7 +247,7 @@ def slurm_states(array_ids: Sequence[str], notes: list[str]) -> dict[str, SlurmS
         notes.append(f"sacct failed ({exc}): states from the records only")
         return None
     if proc.returncode != 0:
-        notes.append(f"sacct failed (exit {proc.returncode}: {_last_line(proc.stderr)}): states from the records only")
+        notes.append(f"sacct failed (exit {proc.returncode}: {last_line(proc.stderr)}): states from the records only")
         return None
     return parse_sacct(proc.stdout)
 
@@ -328,11 +289,11 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
         job.state, job.env_steps = OK, record.get("env_steps")
         return job
     if status in (CANCELLED, TIMED_OUT):  # written by the job (timed out) or settled before (settle_records)
-        job.state, job.detail = status, _last_line(record.get("error")) or status
+        job.state, job.detail = status, last_line(record.get("error")) or status
         job.env_steps = checkpoint_env_steps(folder) if folder is not None else None
         return job
     if status == FAILED:
-        job.state, job.detail = FAILED, _last_line(record.get("error")) or "failed (no error text)"
+        job.state, job.detail = FAILED, last_line(record.get("error")) or "failed (no error text)"
         if sstate in _SLURM_FAILED_REASON:  # the kill is the cause; the traceback is its symptom
             job.detail = _SLURM_FAILED_REASON[sstate]
         return job
@@ -353,17 +314,17 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
         code = slurm.exit_code if slurm else ""
         job.state = FAILED
         job.detail = (f"the job ended (Slurm: {sstate}, exit {code}) without a final record"
-                      + (f": {_last_line(record.get('error'))}" if status == INTERRUPTED else ""))
+                      + (f": {last_line(record.get('error'))}" if status == INTERRUPTED else ""))
     elif status == INTERRUPTED:
-        job.state, job.detail = INTERRUPTED, _last_line(record.get("error")) or "interrupted"
+        job.state, job.detail = INTERRUPTED, last_line(record.get("error")) or "interrupted"
     elif status == RUNNING:
-        alive = _record_alive_here(record) if slurm is None else True
+        alive = job_alive(record) if slurm is None else True
         if alive is False:
             job.state, job.detail = FAILED, "killed: its process ended without writing a result"
         else:
             job.state = RUNNING
     elif record is not None:
-        job.state, job.detail = FAILED, f"status {status!r}: {_last_line(record.get('error'))}"
+        job.state, job.detail = FAILED, f"status {status!r}: {last_line(record.get('error'))}"
     if job.state == TIMED_OUT and job.requeues:
         job.detail += f" after {job.requeues} requeue(s)"
     if job.state in (RUNNING, REQUEUED, TIMED_OUT, CANCELLED, INTERRUPTED) and folder is not None:
@@ -392,10 +353,9 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
     expected, source = _expected_jobs(root, notes)
     records: dict[int, tuple[Path, dict[str, Any] | None]] = {}
     extra: list[tuple[Path, dict[str, Any] | None]] = []
-    for folder in _job_folders(root):
-        record = _read_json(folder / RESULT_FILE)
-        record = record if isinstance(record, dict) else None
-        num = _folder_num(folder, record)
+    for folder in job_folders(root):
+        record = read_record(folder)
+        num = job_num(folder, record)
         if num is None:
             extra.append((folder, record))
         else:
@@ -450,18 +410,16 @@ def settle_records(status: SweepStatus) -> list[JobStatus]:
         if job.slurm_state not in _SETTLING or job.state not in (CANCELLED, TIMED_OUT, FAILED) or not job.folder:
             continue
         path = Path(job.folder) / RESULT_FILE
-        record = _read_json(path)
-        if not isinstance(record, dict) or record.get("status") not in (RUNNING, INTERRUPTED):
+        record = read_record(Path(job.folder))
+        if record is None or record.get("status") not in (RUNNING, INTERRUPTED):
             continue
         record.update(status_before=record.get("status"), status=job.state, requeues=job.requeues,
                       error=f"{job.detail} (Slurm job {job.slurm_job_id}: {job.slurm_state}; "
                             "recorded by sweeps.status from Slurm's accounting)")
         if job.env_steps is not None:
             record["checkpoint_env_steps"] = job.env_steps
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
-            os.replace(tmp, path)
+            write_json_atomic(path, record)
         except OSError as exc:
             status.notes.append(f"{path}: not updated ({exc})")
             continue

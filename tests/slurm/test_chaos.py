@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, run_train
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 from .test_status import BASE, states, status, wait_status
 

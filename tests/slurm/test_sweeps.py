@@ -14,7 +14,7 @@ import pytest
 from helpers import ROOT, read_wandb_run, run_train
 
 from rlsweep.prepare import read_prepare
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 
 pytestmark = pytest.mark.slurm
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from helpers import read_wandb_run, run_train
 
-from rlsweep.results import read_result
+from rlsweep.records import read_result
 from rlsweep.toggles import TOGGLES
 
 #: every toggle on at once, in one real job (python -m sweeps.train, W&B offline)

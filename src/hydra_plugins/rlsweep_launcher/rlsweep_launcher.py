@@ -21,7 +21,6 @@ the limit. Hydra scans this module at every start: heavy imports stay inside ``l
 ``sys.modules``, where ``dataclass`` would look its string annotations up.)
 """
 
-import json
 import logging
 import os
 import signal
@@ -40,6 +39,7 @@ from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf, SlurmQueueConf
 from omegaconf import OmegaConf, open_dict
 
+from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, read_record
 from rlsweep.signals import STOP_MARKER
 
 log = logging.getLogger(__name__)
@@ -130,10 +130,7 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
 
 
 def _finished(job_dir: Path) -> bool:
-    try:
-        return json.loads((job_dir / "result.json").read_text(encoding="utf-8")).get("status") == "ok"
-    except (OSError, ValueError, AttributeError):
-        return False
+    return (read_record(job_dir) or {}).get("status") == STATUS_OK
 
 
 class JobDied(CompactHydraException):
@@ -229,10 +226,8 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
             return job.results()[0]
         except UncompletedJobError:
             folder = sweep_dir / str(idx)
-            try:  # a job stopped by a signal sent to it alone says so in its record
-                stopped = json.loads((folder / "result.json").read_text(encoding="utf-8"))["status"] == "interrupted"
-            except (OSError, ValueError, KeyError, TypeError):
-                stopped = False
+            # a job stopped by a signal sent to it alone says so in its record
+            stopped = (read_record(folder) or {}).get("status") == STATUS_INTERRUPTED
             why = ("was stopped by a signal (its record: interrupted, checkpoint written; resume=true continues it)"
                    if stopped else "was killed (SIGKILL, out of memory) or crashed")
             ret = JobReturn(overrides=overrides, status=JobStatus.FAILED)
@@ -352,9 +347,9 @@ class BasicSweeper(basic_sweeper.BasicSweeper):
     """
 
     def validate_batch_is_legal(self, batch: Any) -> None:
-        from rlsweep.hydra_callbacks import CHECKED_JOBS
+        from rlsweep.hydra_callbacks import SESSION
 
-        unchecked = [overrides for overrides in batch if tuple(overrides) not in CHECKED_JOBS]
+        unchecked = [overrides for overrides in batch if tuple(overrides) not in SESSION.checked_jobs]
         if unchecked:
             super().validate_batch_is_legal(unchecked)
 
@@ -391,7 +386,8 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
 
-        from rlsweep.launchers import SUBMITTED, submitted_message
+        from rlsweep.hydra_callbacks import SESSION
+        from rlsweep.launchers import submitted_message
         from rlsweep.status import write_manifest
 
         assert self.config is not None
@@ -416,7 +412,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         if self.wait:
             return [j.results()[0] for j in jobs]
         array_ids = [str(j.job_id).split("_", 1)[0] for j in jobs]
-        SUBMITTED.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
+        SESSION.submitted.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
         returns = []
         for overrides in job_overrides:
             ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)

@@ -1,17 +1,27 @@
-"""Reading a sweep: every job's result.json, the jobs multirun.yaml expects, the missing ones."""
+"""Reading a sweep into the report's jobs: every job folder, the jobs multirun.yaml expects, the missing ones."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rlsweep import records
 from rlsweep.prepare import read_prepare
-from rlsweep.report.model import (
+from rlsweep.records import (
+    RESULT_FILE,
     SCHEMA_VERSION,
+    expand_sweep,
+    job_folders,
+    job_num,
+    last_line,
+    multirun_hydra,
+    read_multirun,
+    sweep_lists,
+)
+from rlsweep.report.model import (
     STATUS_FAILED,
     STATUS_INTERRUPTED,
     STATUS_MISSING,
@@ -32,7 +42,6 @@ from rlsweep.report.overrides import (
     split_override,
 )
 from rlsweep.report.wandb_log import wandb_target
-from rlsweep.toggles import text as override_text
 
 
 def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
@@ -53,51 +62,8 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
     if not root.is_dir():
         raise ReportInputError(f"sweep dir is not a directory: {root}")
     notes: list[str] = []
-    result_paths, hydra_dirs = _walk(root)
-    hydra_set = set(hydra_dirs)
-    jobs: list[Job] = []
-    used_dirs: set[Path] = set()
-    for path in result_paths:
-        job_dir = path.parent
-        probe = path.parent
-        while True:
-            if probe in hydra_set:
-                job_dir = probe
-                break
-            if probe == root or probe.parent == probe:
-                break
-            probe = probe.parent
-        used_dirs.add(job_dir)
-        jobs.append(_load_job(path, job_dir))
-    for job_dir in hydra_dirs:
-        if job_dir in used_dirs:
-            continue
-        jobs.append(
-            _missing_job(
-                _read_hydra_overrides(job_dir) or [],
-                num=_dir_num(job_dir),
-                job_dir=job_dir,
-                raw_status="no result.json",
-                error_line="no result.json in job folder",
-            )
-        )
-
-    expected_jobs = None
-    multirun = root / "multirun.yaml"
-    listed: dict[str, list[str]] = {}
-    defaults: dict[str, str] = {}
-    if multirun.is_file():
-        try:
-            sweep_cfg = yaml.safe_load(multirun.read_text()) or {}
-            lists = _sweep_lists(_sweep_arguments(sweep_cfg), notes)
-            combos = _product(lists)
-            listed, defaults = _listed_and_defaults(lists, sweep_cfg)
-        except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
-            notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
-            combos = []
-        if combos and combos != [[]]:
-            expected_jobs = len(combos)
-            jobs.extend(_match_expected(jobs, combos, notes))
+    jobs = [_folder_job(folder) for folder in job_folders(root)]
+    expected_jobs, listed, defaults = _expected(root, jobs, notes)
     if not jobs:
         raise ReportInputError(
             f"no jobs found under {root}: no result.json, no .hydra job folders, no multirun.yaml"
@@ -124,44 +90,42 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
     )
 
 
+def _expected(
+    root: Path, jobs: list[Job], notes: list[str]
+) -> tuple[int | None, dict[str, list[str]], dict[str, str]]:
+    """What multirun.yaml says: adds the jobs it expects that are not in ``jobs``; returns how many it
+    expects (None without it), each swept dimension's listed values and the config's own values."""
+    try:
+        sweep_cfg = read_multirun(root)
+        if sweep_cfg is None:
+            return None, {}, {}
+        lists = sweep_lists(multirun_hydra(sweep_cfg)[1])
+    except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
+        notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
+        return None, {}, {}
+    except Exception as exc:  # noqa: BLE001 - any parser failure: the jobs from their folders, say so
+        notes.append(f"multirun.yaml overrides not parsed by Hydra ({exc}); not used")
+        return None, {}, {}
+    listed, defaults = _listed_and_defaults(lists, sweep_cfg)
+    combos = expand_sweep(lists)
+    if not combos or combos == [[]]:
+        return None, listed, defaults
+    jobs.extend(_match_expected(jobs, combos, notes))
+    return len(combos), listed, defaults
+
+
 # ------------------------------------------------------------------------- job folders
 
 
-def _walk(root: Path) -> tuple[list[Path], list[Path]]:
-    """result.json files and Hydra job folders (``.hydra/overrides.yaml``) under root.
-
-    One directory listing per folder, sorted: ``.hydra`` is looked into for its one file, not
-    listed; ``.submitit`` (submitit's logs and pickles) and ``wandb`` (W&B's run folders, many
-    files each) hold no job and are not entered.
-    """
-    results: list[Path] = []
-    job_dirs: list[Path] = []
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        subdirs = []
-        for entry in entries:
-            name = entry.name
-            if name == "result.json" and entry.is_file():
-                results.append(Path(entry.path))
-            elif not entry.is_dir(follow_symlinks=False):
-                continue
-            elif name == ".hydra":
-                if os.path.isfile(os.path.join(entry.path, "overrides.yaml")):
-                    job_dirs.append(Path(folder))
-            elif not name.startswith(".submitit") and name != "wandb":
-                subdirs.append(entry.path)
-        stack.extend(reversed(subdirs))  # depth first, in name order
-    return results, job_dirs
+def _folder_job(folder: Path) -> Job:
+    """The job of a job folder: from its result.json, or a missing one from Hydra's overrides.yaml."""
+    if (folder / RESULT_FILE).is_file():
+        return _load_job(folder)
+    return _missing_job(_read_hydra_overrides(folder) or [], num=job_num(folder), job_dir=folder,
+                        raw_status="no result.json", error_line="no result.json in job folder")
 
 
-def _read_hydra_overrides(job_dir: Path | None) -> list[str] | None:
-    if job_dir is None:
-        return None
+def _read_hydra_overrides(job_dir: Path) -> list[str] | None:
     path = job_dir / ".hydra" / "overrides.yaml"
     try:
         data = yaml.safe_load(path.read_text())
@@ -170,88 +134,51 @@ def _read_hydra_overrides(job_dir: Path | None) -> list[str] | None:
     return [str(x) for x in data] if isinstance(data, list) else None
 
 
-def _dir_num(job_dir: Path | None) -> int | None:
-    if job_dir is not None and job_dir.name.isdigit():
-        return int(job_dir.name)
-    return None
-
-
-def _last_line(text: Any) -> str | None:
-    if text is None:
-        return None
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else None
-
-
 def _missing_job(
     overrides: list[str], *, num: int | None, job_dir: Path | None, raw_status: str, error_line: str
 ) -> Job:
     """A job without a result: started without writing one, or never started."""
-    return Job(
-        status=STATUS_MISSING,
-        overrides=overrides,
-        seed=override_dims(overrides)[1],
-        num=num,
-        job_dir=job_dir,
-        raw_status=raw_status,
-        error_line=error_line,
-    )
+    return Job(status=STATUS_MISSING, overrides=overrides, seed=override_dims(overrides)[1], num=num,
+               job_dir=job_dir, raw_status=raw_status, error_line=error_line)
 
 
-def _load_job(result_path: Path, job_dir: Path) -> Job:
+def _load_job(job_dir: Path) -> Job:
+    result_path = job_dir / RESULT_FILE
     try:
-        record = json.loads(result_path.read_text())
+        record = records.read_result(job_dir)
         if not isinstance(record, dict):
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
         overrides = _read_hydra_overrides(job_dir) or []
-        return Job(
-            status=STATUS_FAILED,
-            overrides=overrides,
-            seed=override_dims(overrides)[1],
-            num=_dir_num(job_dir),
-            job_dir=job_dir,
-            result_path=result_path,
-            raw_status="unreadable",
-            error_line=f"unreadable result.json: {type(exc).__name__}: {exc}",
-        )
+        return Job(status=STATUS_FAILED, overrides=overrides, seed=override_dims(overrides)[1], num=job_num(job_dir),
+                   job_dir=job_dir, result_path=result_path, raw_status="unreadable",
+                   error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
     overrides = record.get("overrides")
     if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
         overrides = _read_hydra_overrides(job_dir) or []
     overrides = [str(o) for o in overrides]
     raw_status = str(record.get("status") or "unknown")
-    if raw_status == STATUS_OK:
+    if raw_status == records.STATUS_OK:
         status = STATUS_OK
-    elif raw_status == STATUS_INTERRUPTED:
+    elif raw_status == records.STATUS_INTERRUPTED:
         status = STATUS_INTERRUPTED
-    elif raw_status == "running":  # a partial sweep: no result yet (sweeps.status tells running from killed)
+    elif raw_status == records.STATUS_RUNNING:  # a partial sweep: no result yet (sweeps.status tells running from killed)
         status = STATUS_MISSING
     else:
         status = STATUS_FAILED
     error_line = None
     if status != STATUS_OK:
-        error_line = _last_line(record.get("error")) or (
+        error_line = last_line(record.get("error")) or (
             "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text"
         )
         if status == STATUS_MISSING:
             error_line = "no result yet: still running, or killed before it wrote one (see python -m sweeps.status)"
-        elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
+        elif status == STATUS_FAILED and raw_status != records.STATUS_FAILED:
             error_line = f"status {raw_status!r}: {error_line}"
     seed = record.get("seed")
     seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]
-    job_info = record.get("job") if isinstance(record.get("job"), dict) else {}
-    num = job_info.get("num")
-    return Job(
-        status=status,
-        overrides=overrides,
-        seed=seed_text,
-        num=num if isinstance(num, int) and not isinstance(num, bool) else _dir_num(job_dir),
-        job_dir=job_dir,
-        result_path=result_path,
-        record=record,
-        raw_status=raw_status,
-        error_line=error_line,
-    )
+    return Job(status=status, overrides=overrides, seed=seed_text, num=job_num(job_dir, record), job_dir=job_dir,
+               result_path=result_path, record=record, raw_status=raw_status, error_line=error_line)
 
 
 def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
@@ -306,32 +233,6 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------------- multirun.yaml
 
 
-def _sweep_arguments(cfg: dict[str, Any]) -> list[str]:
-    hydra_cfg = cfg.get("hydra") or {}
-    params = (hydra_cfg.get("sweeper") or {}).get("params") or {}
-    task = (hydra_cfg.get("overrides") or {}).get("task") or []
-    return [f"{k}={override_text(v)}" for k, v in params.items()] + [str(t) for t in task]
-
-
-def _sweep_lists(arguments: list[str], notes: list[str]) -> dict[str, list[str]]:
-    """Each swept key's ``key=value`` options, in the order the user listed them."""
-    try:
-        return _hydra_sweep_lists(arguments)
-    except ImportError:
-        return _comma_sweep_lists(arguments)
-    except Exception as exc:  # noqa: BLE001 - any parser failure: fall back, say so
-        notes.append(f"multirun.yaml overrides not parsed by Hydra ({exc}); split on commas")
-        return _comma_sweep_lists(arguments)
-
-
-def _product(lists: dict[str, list[str]]) -> list[list[str]]:
-    """Cartesian product of a sweep's override lists, in Hydra's job order."""
-    combos: list[list[str]] = [[]]
-    for options in lists.values():
-        combos = [combo + [opt] for combo in combos for opt in options]
-    return combos
-
-
 def _listed_and_defaults(
     lists: dict[str, list[str]], cfg: dict[str, Any]
 ) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -373,56 +274,6 @@ def _select(cfg: Any, dotted: str) -> Any:
     return node
 
 
-def _hydra_sweep_lists(arguments: list[str]) -> dict[str, list[str]]:
-    """Each key's ``key=value`` options, parsed by Hydra's own override grammar."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    lists: dict[str, list[str]] = {}
-    for ov in OverridesParser.create().parse_overrides(arguments):
-        key = ov.get_key_element()
-        if ov.is_sweep_override():
-            if not ov.is_discrete_sweep():
-                raise ValueError(f"non-discrete sweep {key}")
-            lists[key] = [f"{key}={v}" for v in ov.sweep_string_iterator()]
-        else:
-            lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
-    return lists
-
-
-def _comma_sweep_lists(arguments: list[str]) -> dict[str, list[str]]:
-    """Each key's ``key=value`` options, split on top-level commas (no Hydra parser)."""
-    lists: dict[str, list[str]] = {}
-    for text in arguments:
-        key, value = split_override(text)
-        lists[key] = [f"{key}={v}" for v in _top_level_split(value)]
-    return lists
-
-
-def _top_level_split(value: str) -> list[str]:
-    parts, depth, quote, current = [], 0, "", []
-    for ch in value:
-        if quote:
-            current.append(ch)
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-            current.append(ch)
-        elif ch in "([{":
-            depth += 1
-            current.append(ch)
-        elif ch in ")]}":
-            depth -= 1
-            current.append(ch)
-        elif ch == "," and depth == 0:
-            parts.append("".join(current).strip())
-            current = []
-        else:
-            current.append(ch)
-    parts.append("".join(current).strip())
-    return parts
-
-
 def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) -> list[Job]:
     """Match the multirun.yaml expansion to found jobs; returns the missing ones.
 
@@ -453,15 +304,8 @@ def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) 
                 job.num = index if job.num is None else job.num
                 break
         else:
-            missing.append(
-                _missing_job(
-                    list(combo),
-                    num=index,
-                    job_dir=None,
-                    raw_status="not started",
-                    error_line="in multirun.yaml but no job folder or result.json",
-                )
-            )
+            missing.append(_missing_job(list(combo), num=index, job_dir=None, raw_status="not started",
+                                        error_line="in multirun.yaml but no job folder or result.json"))
     if leftover:
         where = ", ".join(str(j.job_dir or j.result_path) for j in leftover[:5])
         notes.append(f"{len(leftover)} job(s) not in the multirun.yaml expansion (kept): {where}")

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlsweep.records import write_bytes_atomic
 from rlsweep.report.model import PHASES, Report
 from rlsweep.report.overrides import is_toggle_dim
-from rlsweep.results import write_bytes_atomic
 from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN
 
 WORKSPACE_FILE = "wandb_workspace.json"

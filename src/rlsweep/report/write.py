@@ -6,12 +6,12 @@ import json
 import os
 from pathlib import Path
 
+from rlsweep.records import write_bytes_atomic
 from rlsweep.report.model import Report
 from rlsweep.report.plots import PLOTS
 from rlsweep.report.render import render_csv, render_markdown
 from rlsweep.report.wandb_log import log_report
 from rlsweep.report.workspace import publish_workspace
-from rlsweep.results import write_bytes_atomic
 
 
 def write_report(

@@ -191,7 +191,7 @@ def prepare_vec_isa(cache_dir: str) -> str:
     finally:
         inductor_config.cpp.vec_isa_ok = None
     if reported and sorted(probed) == sorted(reported):
-        from rlsweep.results import write_json_atomic
+        from rlsweep.records import write_json_atomic
 
         write_json_atomic(verdict, {"all_reported_isas_usable": True, "isas": reported})
     return "probed"

@@ -1,0 +1,268 @@
+"""The record store: a job's ``result.json``, a sweep's job folders, and the jobs a sweep expands to.
+
+The job, the pre-flight checks, the launching process, its launchers, ``sweeps.status`` and the
+report read and write records through here. No torch: status and the report stay cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+RESULT_FILE = "result.json"
+MULTIRUN_FILE = "multirun.yaml"
+
+STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "interrupted", "running"
+
+#: config keys that do not change a job's result: a finished record made with other values of
+#: these still counts as this job's result when resuming
+RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
+
+#: folders of a sweep that hold no job: the report's, and W&B's (a run folder is many small files,
+#: and a 1,000-job sweep has 1,000 of them); dot folders (``.submitit``, ``.hydra``) neither
+_NOT_JOBS = ("report", "wandb")
+
+
+def _jsonable(value: Any) -> Any:
+    """Replace non-finite floats (invalid JSON) by None, recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder, fsync and rename (all or nothing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
+    text = json.dumps(_jsonable(data), indent=2, allow_nan=False)
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_result(output_dir: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` as the job's ``result.json`` in ``output_dir``, atomically, with the schema version."""
+    path = Path(output_dir) / RESULT_FILE
+    write_json_atomic(path, {"schema_version": SCHEMA_VERSION, **record})
+    return path
+
+
+def read_result(output_dir: Path) -> dict[str, Any]:
+    """The result record in ``output_dir``; raises when there is none or it is not JSON."""
+    with open(Path(output_dir) / RESULT_FILE, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; None when there is none or it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_record(out_dir: Path) -> dict[str, Any] | None:
+    """The result record in ``out_dir``; None when there is none or it cannot be read."""
+    record = read_json(Path(out_dir) / RESULT_FILE)
+    return record if isinstance(record, dict) else None
+
+
+def last_line(text: Any) -> str:
+    """The last non-empty line of ``text``: of a record's error, the exception's message."""
+    lines = [line.strip() for line in str(text or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def job_folders(root: Path) -> list[Path]:
+    """The folders under ``root`` (itself included) that hold a job: a ``result.json`` or Hydra's ``.hydra``.
+
+    Depth first in name order; a job folder is not looked into, nor are the folders that hold no job.
+    """
+    out: list[Path] = []
+    stack = [Path(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        names = {e.name: e for e in entries}
+        if (RESULT_FILE in names and names[RESULT_FILE].is_file()) or (".hydra" in names and names[".hydra"].is_dir()):
+            out.append(folder)
+            continue
+        stack.extend(reversed([Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
+                               and not e.name.startswith(".") and e.name not in _NOT_JOBS]))
+    return out
+
+
+def job_num(folder: Path, record: dict[str, Any] | None = None) -> int | None:
+    """The job's number in its sweep: the record's, else its folder's name when that is a number."""
+    job = (record or {}).get("job")
+    num = job.get("num") if isinstance(job, dict) else None
+    if isinstance(num, int) and not isinstance(num, bool):
+        return num
+    return int(folder.name) if folder.name.isdigit() else None
+
+
+def walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every job folder under ``root`` with a readable result record, and that record."""
+    return [(folder, record) for folder in job_folders(root) if (record := read_record(folder)) is not None]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine is running (a zombie is not: it only awaits reaping)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)  # no /proc (macOS): existence only
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return state not in ("Z", "X")
+
+
+def job_alive(record: dict[str, Any]) -> bool | None:
+    """Whether the process that wrote ``record`` runs right now (this very process does not count).
+
+    Returns:
+        None when that process ran on another machine (or the record names none): it cannot be seen from here.
+    """
+    job = record.get("job") if isinstance(record.get("job"), dict) else {}
+    pid = job.get("pid")
+    if not isinstance(pid, int) or job.get("hostname") != socket.gethostname():
+        return None
+    return pid != os.getpid() and process_alive(pid)
+
+
+def override_key(override: str) -> str:
+    """``+algo.lr=1`` -> ``algo.lr``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def comparable_config(config: dict[str, Any]) -> str:
+    """A job's resolved config without :data:`RECORD_VOLATILE` keys, as its record stores it, in one text."""
+    from rlsweep.tracking import scrub  # here: its config import is not needed by status and the report
+
+    d = scrub({k: v for k, v in config.items() if k not in RECORD_VOLATILE})
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+#: what a job does with the record in its folder (:func:`resume_decision`)
+RUN, KEEP, NEEDS_RESUME, OTHER_CONFIG = "run", "keep", "needs resume", "other config"
+
+
+def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str, Any]], resume: bool) -> str:
+    """The resume policy for one job folder holding ``record``, for the pre-flight checks and the job alike.
+
+    :data:`RUN`: nothing finished there (failed, interrupted, killed: rerun, from the checkpoint when
+    there is one); :data:`NEEDS_RESUME`: finished, and ``resume=true`` not given; :data:`OTHER_CONFIG`:
+    finished with another config (``config()`` gives the job's, called only then); :data:`KEEP`: this
+    job's finished result, kept.
+    """
+    if record is None or record.get("status") != STATUS_OK:
+        return RUN
+    if not resume:
+        return NEEDS_RESUME
+    done = record.get("config") if isinstance(record.get("config"), dict) else {}
+    return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
+
+
+@functools.cache
+def _override_parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def parse_overrides(overrides: Sequence[str]) -> list[Any]:
+    """Hydra's parse of command-line overrides (its own grammar)."""
+    return _override_parser().parse_overrides(list(overrides))
+
+
+def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> list[str]:
+    """The sweeper's arguments: its ``params`` first, then the task overrides, as Hydra's BasicSweeper joins them."""
+    return [f"{k}={v}" for k, v in (params or {}).items()] + [str(t) for t in task]
+
+
+def sweep_lists(arguments: Sequence[str]) -> dict[str, list[str]]:
+    """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier one.
+
+    Raises:
+        ValueError: a sweep that is not a list of values (``interval(...)``): the basic sweeper refuses it too.
+    """
+    lists: dict[str, list[str]] = {}
+    for ov in parse_overrides(arguments):
+        key = ov.get_key_element()
+        if not ov.is_sweep_override():
+            lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
+        elif ov.is_discrete_sweep():
+            lists[key] = [f"{key}={v}" for v in ov.sweep_string_iterator()]
+        else:
+            raise ValueError(f"non-discrete sweep {key}")
+    return lists
+
+
+def expand_sweep(lists: Mapping[str, list[str]]) -> list[list[str]]:
+    """Every job's overrides, in job order: the product of the options (see :func:`sweep_lists`)."""
+    return [list(job) for job in itertools.product(*lists.values())]
+
+
+def read_multirun(sweep_dir: Path) -> dict[str, Any] | None:
+    """The sweep's ``multirun.yaml`` (Hydra writes it before launching); None when there is none.
+
+    Raises:
+        OSError, yaml.YAMLError, TypeError: it is there but cannot be read.
+    """
+    import yaml
+
+    path = Path(sweep_dir) / MULTIRUN_FILE
+    if not path.is_file():
+        return None
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(cfg, dict):
+        raise TypeError("top level is not a mapping")
+    return cfg
+
+
+def multirun_hydra(cfg: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """The sweeper's ``_target_`` and arguments (:func:`sweep_arguments`) saved in a ``multirun.yaml``."""
+    hydra_cfg = cfg.get("hydra") or {}
+    sweeper = hydra_cfg.get("sweeper") or {}
+    task = (hydra_cfg.get("overrides") or {}).get("task") or []
+    return str(sweeper.get("_target_", "")), sweep_arguments(task, sweeper.get("params"))

@@ -1,0 +1,78 @@
+"""The record store: no torch, one walk of a sweep's folders, one expansion of its jobs, one resume policy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+from rlsweep import records
+
+
+def test_the_record_store_imports_no_torch() -> None:
+    code = "import sys, rlsweep.records, rlsweep.status; assert 'torch' not in sys.modules, 'torch imported'"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_walk_finds_job_folders_and_skips_what_holds_no_job(tmp_path: Path) -> None:
+    records.write_result(tmp_path / "0", {"status": "ok"})
+    (tmp_path / "1" / ".hydra").mkdir(parents=True)  # started, no record yet
+    records.write_result(tmp_path / "a" / "b", {"status": "failed"})  # a nested layout
+    records.write_result(tmp_path / "0" / "inner", {"status": "ok"})  # below a job: not a job
+    for skipped in (".submitit/7", "report", "wandb/run", ".other"):
+        records.write_result(tmp_path / skipped, {"status": "ok"})
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / records.RESULT_FILE).write_text("{half")  # unreadable: a job folder, no record
+    assert records.job_folders(tmp_path) == [tmp_path / n for n in ("0", "1", "2", "a/b")]
+    assert [(f.name, r["status"]) for f, r in records.walk_records(tmp_path)] == [("0", "ok"), ("b", "failed")]
+
+
+def test_liveness_tells_this_machine_from_another() -> None:
+    import socket
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        here = {"job": {"pid": child.pid, "hostname": socket.gethostname()}}
+        assert records.job_alive(here) is True
+        assert records.job_alive({"job": {"pid": child.pid, "hostname": "elsewhere"}}) is None
+        assert records.job_alive({"job": {"pid": os.getpid(), "hostname": socket.gethostname()}}) is False
+    finally:
+        child.kill()
+        child.wait()
+    assert records.job_alive(here) is False
+
+
+def test_the_resume_decision() -> None:
+    config = {"seed": 1, "algo": {"lr": 0.1}, "progress": False}
+    done = {"status": "ok", "config": {**config, "progress": True}}  # a volatile key differs: the same job
+    assert records.resume_decision(None, lambda: config, True) == records.RUN
+    assert records.resume_decision({"status": "failed"}, lambda: config, False) == records.RUN
+    assert records.resume_decision(done, lambda: pytest.fail("compared without resume"), False) == records.NEEDS_RESUME
+    assert records.resume_decision(done, lambda: config, True) == records.KEEP
+    assert records.resume_decision(done, lambda: {**config, "seed": 2}, True) == records.OTHER_CONFIG
+
+
+@pytest.mark.parametrize("arguments", [
+    ["compile=none,default", "seed=0,1"],
+    ["+algo.lr=1e-3,3e-4", "twin_modules=true", "seed=range(3)", "twin_modules=false,true"],
+    ["env.id='CartPole-v1'", "algo=ppo,dqn"],
+])
+def test_the_expansion_is_hydras_basic_sweeper(arguments: list[str]) -> None:
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    parsed = records.parse_overrides(arguments)
+    hydras = [list(job) for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
+    assert records.expand_sweep(records.sweep_lists(arguments)) == hydras
+
+
+def test_multirun_yaml_gives_the_sweepers_arguments(tmp_path: Path) -> None:
+    assert records.read_multirun(tmp_path) is None
+    (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps({"hydra": {
+        "sweeper": {"_target_": "x.BasicSweeper", "params": {"seed": "0,1"}}, "overrides": {"task": ["compile=none"]}}}))
+    assert records.multirun_hydra(records.read_multirun(tmp_path)) == ("x.BasicSweeper", ["seed=0,1", "compile=none"])
