@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.bench.stats import learning_difference, ratio_with_ci
+from rlsweep.bootstrap import learning_difference, ratio_with_ci
 
 #: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (see docs/results/bench.md):
 #: every algorithm's update compiles into one graph (rlsweep.update) and pays; a compiled call
@@ -319,11 +319,11 @@ def _peer_summary(c: Comparison, ours: dict[str, list[dict[str, Any]]], runs: li
     learning from the warm runs too (seed r of the cold run is the same training run again).
     """
     warm = ours["warm"]
-    ratio, ci = ratio_with_ci([o["env_steps_per_s"] for o in warm], [p["env_steps_per_s"] for p in runs])
+    ratio, ci = ratio_with_ci([o["env_steps_per_s"] for o in warm], [p["env_steps_per_s"] for p in runs], paired=True)
     e2e = {}
     for kind, target in zip(CACHE_KINDS, c.end_to_end_targets):
         r, rci = ratio_with_ci([o["end_to_end_env_steps_per_s"] for o in ours[kind]],
-                               [p["end_to_end_env_steps_per_s"] for p in runs])
+                               [p["end_to_end_env_steps_per_s"] for p in runs], paired=True)
         e2e[kind] = {"ratio": r, "ratio_ci": rci, "rlsweep_process_wall_s": _median(ours[kind], "process_wall_s"),
                      "peer_process_wall_s": _median(runs, "process_wall_s"), **_target(r, target)}
     returns = [p["final_return"] for p in runs]
@@ -432,7 +432,8 @@ def limit(b: Bench, ppo_runs: list[dict[str, Any]], log: Any = print) -> dict[st
     raw = [r["raw_limit_env_steps_per_s"] for r in ppo_runs if r.get("raw_limit_env_steps_per_s")]
     raw = raw or [_raw_limit(b, r) for r in range(b.repeats)]
     coll = [r["collection_env_steps_per_s"] for r in ppo_runs if r.get("collection_env_steps_per_s")]
-    frac, ci = ratio_with_ci(coll, raw) if coll else (None, None)
+    # paired when both come from the same PPO runs; raw stepping timed on its own is independent
+    frac, ci = ratio_with_ci(coll, raw, paired=len(coll) == len(raw)) if coll else (None, None)
     log(f"  limit: raw {statistics.median(raw):.0f} env-steps/s, PPO collection fraction {frac}")
     return {"env_id": "CartPole-v1", "num_envs": n_envs, "raw_env_steps_per_s": statistics.median(raw),
             "ppo_collection_env_steps_per_s": statistics.median(coll) if coll else None,

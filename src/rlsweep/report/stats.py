@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlsweep import prepare
+from rlsweep.bootstrap import interval, ratio_samples
 from rlsweep.report import measurement
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
@@ -641,8 +642,7 @@ def _compare_with_baseline(
         )
         cell.ci_method = method or "none"
         if samples is not None:
-            cell.ci_low = float(np.percentile(samples, 2.5))
-            cell.ci_high = float(np.percentile(samples, 97.5))
+            cell.ci_low, cell.ci_high = interval(samples)
         else:
             cell.ratio_note = "no CI: no per-iteration throughput"
     else:
@@ -670,11 +670,8 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
     cell.end_to_end_ratio = base.wall_s / cell.wall_s
     if len(cell.wall_s_seeds) >= 2 and len(base.wall_s_seeds) >= 2:
         rng = _rng(bootstrap_seed, "end_to_end|" + cell.label + "|" + base.label)
-        num = _bootstrap_medians(np.asarray(base.wall_s_seeds), rng, n_bootstrap)
-        den = _bootstrap_medians(np.asarray(cell.wall_s_seeds), rng, n_bootstrap)
-        samples = num / den
-        cell.end_to_end_ci_low = float(np.percentile(samples, 2.5))
-        cell.end_to_end_ci_high = float(np.percentile(samples, 97.5))
+        samples = ratio_samples(base.wall_s_seeds, cell.wall_s_seeds, rng, n_bootstrap, paired=False)
+        cell.end_to_end_ci_low, cell.end_to_end_ci_high = interval(samples)
         cell.end_to_end_ci_method = "seeds"
     else:
         cell.end_to_end_note = "no CI: fewer than 2 seeds"
@@ -694,20 +691,13 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
             f"per step; {where}")
 
 
-def _bootstrap_medians(values: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
-    out = np.empty(n)
-    chunk = max(1, 2_000_000 // max(1, len(values)))
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        idx = rng.integers(0, len(values), size=(stop - start, len(values)))
-        out[start:stop] = np.median(values[idx], axis=1)
-    return out
-
-
 def _ratio_samples(
     cell: CellSummary, base: CellSummary, rng: np.random.Generator, n: int
 ) -> tuple[np.ndarray | None, str | None]:
-    """Bootstrap samples of median(cell) / median(base) and the method used."""
+    """Bootstrap samples of median(cell) / median(base) and the method used.
+
+    Independent resampling: two cells are separate jobs (own seeds, own iteration counts).
+    """
     if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
         x, y, method = cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, "seeds"
     else:
@@ -715,9 +705,7 @@ def _ratio_samples(
         method = "iterations"
         if not x or not y:
             return None, None
-    num = _bootstrap_medians(np.asarray(x, dtype=float), rng, n)
-    den = _bootstrap_medians(np.asarray(y, dtype=float), rng, n)
-    return num / den, method
+    return ratio_samples(x, y, rng, n, paired=False), method
 
 
 def _rng(seed: int, label: str) -> np.random.Generator:
@@ -819,7 +807,6 @@ def _marginal_effect(
         eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
         if ci_ok and logs:
             geo = np.exp(np.mean(np.vstack(logs), axis=0))
-            eff.ci_low = float(np.percentile(geo, 2.5))
-            eff.ci_high = float(np.percentile(geo, 97.5))
+            eff.ci_low, eff.ci_high = interval(geo)
             eff.ci_method = methods.pop() if len(methods) == 1 else "mixed"
     return eff
