@@ -245,9 +245,31 @@ def render_table(report: Report, color: bool) -> str:
             out.append("  ".join(parts).rstrip())
         return out
 
+    table = lines(grid[0])
+    for entry, cell in zip(grid[1:], report.cells):
+        table += lines(entry, cell)
+    table.append("(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)")
+    if any(c.cold_compile_s is not None for c in report.cells):
+        table.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
+                     " the cell's cold compile on an empty cache)")
+    head, tail = _terminal_head(report), _terminal_effects(report)
+    details = _terminal_details(report)
+    if details:
+        tail += ["", "Notes:", *details]
+    out = []
+    for line in [*head, *table, *tail]:
+        if "\x1b" in line:  # a table line: fits by construction (the escapes take no columns)
+            out.append(line)
+        else:
+            indent = " " * (len(line) - len(line.lstrip()) + 4)
+            out += _wrap(line, TERMINAL_WIDTH, indent, split_words=False)
+    return "\n".join(out)
+
+
+def _terminal_head(report: Report) -> list[str]:
     counts = report.counts
     expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
-    head = [
+    return [
         *verdict_lines(report),
         "",
         (
@@ -258,24 +280,25 @@ def render_table(report: Report, color: bool) -> str:
         "Run order: " + (report.run_order.get("text") or "unknown"),
         "",
     ]
-    table = lines(grid[0])
-    for entry, cell in zip(grid[1:], report.cells):
-        table += lines(entry, cell)
-    table.append("(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)")
-    if any(c.cold_compile_s is not None for c in report.cells):
-        table.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
-                     " the cell's cold compile on an empty cache)")
-    tail: list[str] = []
-    if report.marginal_effects:
-        tail += ["", "Which toggle pays (geometric mean of pair ratios):"]
-        for eff in report.marginal_effects:
-            rank = f"{eff.rank}." if eff.rank else "-"
-            tail.append(
-                f"  {rank:>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
-                f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
-                + (f" ({eff.ci_method})" if eff.ci_method else "")
-                + (" (not clean)" if eff.clean is False else "")
-            )
+
+
+def _terminal_effects(report: Report) -> list[str]:
+    if not report.marginal_effects:
+        return []
+    tail = ["", "Which toggle pays (geometric mean of pair ratios):"]
+    for eff in report.marginal_effects:
+        rank = f"{eff.rank}." if eff.rank else "-"
+        tail.append(
+            f"  {rank:>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
+            f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
+            + (f" ({eff.ci_method})" if eff.ci_method else "")
+            + (" (not clean)" if eff.clean is False else "")
+        )
+    return tail
+
+
+def _terminal_details(report: Report) -> list[str]:
+    """The notes under the terminal table: n/a toggles, missing ratios, flags, casualties."""
     details = [f"  {where}: {text}" for text, where in _not_applicable_groups(report)]
     for cell in report.cells:
         if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
@@ -287,20 +310,8 @@ def render_table(report: Report, color: bool) -> str:
             details += [f"      {note}" for note in cell.flag_notes]
         if cell.break_even_note:
             details.append(f"  {cell.label}: {cell.break_even_note}")
-    for cas in report.casualties:
-        details.append(f"  {cas.cell} (seed {cas.seed}): {cas.status}: {cas.detail}")
-    for note in report.notes:
-        details.append(f"  {note}")
-    if details:
-        tail += ["", "Notes:", *details]
-    out = []
-    for line in [*head, *table, *tail]:
-        if "\x1b" in line:  # a table line: fits by construction (the escapes take no columns)
-            out.append(line)
-        else:
-            indent = " " * (len(line) - len(line.lstrip()) + 4)
-            out += _wrap(line, TERMINAL_WIDTH, indent, split_words=False)
-    return "\n".join(out)
+    details += [f"  {cas.cell} (seed {cas.seed}): {cas.status}: {cas.detail}" for cas in report.casualties]
+    return details + [f"  {note}" for note in report.notes]
 
 
 # ---------------------------------------------------------------------------- markdown
@@ -364,8 +375,46 @@ def _compile_reason_lines(report: Report) -> list[str]:
 def render_markdown(report: Report) -> str:
     """summary.md: cells, toggle effects, learning check, casualties, not-applicable toggles,
     graph breaks and recompiles, fingerprints, method."""
+    lines = _md_intro(report) + _md_cells(report)
+    lines += ["", "## Steady state and end to end", ""]
+    lines += _end_to_end_lines(report)
+    lines += ["", "## Measurement flags", "", FLAG_RULE, ""]
+    lines += _flag_lines(report)
+    lines += ["", "## Which toggle pays", ""]
+    lines += _md_effects(report)
+    lines += ["", "## Learning check", "", LEARNING_RULE, ""]
+    flagged = [c for c in report.cells if c.learning_flag]
+    lines += [f"- **{c.label}**: {c.learning_note}" for c in flagged] or ["No cell flagged."]
+    lines += ["", "## Casualties", ""]
+    lines += [
+        f"- `{c.cell}` seed {c.seed}: **{c.status}**: {c.detail} ({c.where})"
+        for c in report.casualties
+    ] or ["None."]
+    lines += ["", "## Not-applicable toggles", ""]
+    lines += [f"- {where}: {text}" for text, where in _not_applicable_groups(report)] or ["None."]
+    lines += ["", "## Graph breaks, recompiles and CUDA-graph skips", ""]
+    lines += _compile_reason_lines(report)
+    lines += ["", "## Fingerprints", ""]
+    lines += _md_fingerprints(report)
+    other = [n for n in report.notes if "fingerprint" not in n]
+    if other:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in other]
+    lines += [
+        "",
+        "## Method",
+        "",
+        CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed),
+        "",
+        END_TO_END_RULE,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _md_intro(report: Report) -> list[str]:
+    """The title, job counts, baseline, verdict and run order."""
     counts = report.counts
-    lines = [
+    return [
         f"# Sweep report: `{report.sweep_dir}`",
         "",
         f"Jobs: {report.n_jobs}"
@@ -383,6 +432,20 @@ def render_markdown(report: Report) -> str:
         "",
         "Run order: " + (report.run_order.get("text") or "unknown") + ".",
         "",
+    ]
+
+
+_MD_CELL_HEADER = [
+    "cell", "ok", "failed", "missing", "env_steps_per_s", "ratio", "95% CI", "CI method",
+    "end_to_end_ratio", "e2e 95% CI", "wall_s", "flags", *[f"{p} median_ms" for p in PHASES],
+    "compile_s", "cold compile_s", "started as", "graph_breaks", "recompiles", "final_return",
+    "learning", "notes",
+]
+
+
+def _md_cells(report: Report) -> list[str]:
+    """The cells section: its legend and one table row per cell."""
+    lines = [
         "## Cells",
         "",
         "Ratios against the baseline: `ratio` = steady state (env steps/s), `end_to_end_ratio` = "
@@ -390,116 +453,65 @@ def render_markdown(report: Report) -> str:
         "from a cell or baseline with a measurement flag (see below). final_return: median "
         "[interquartile range] over seeds (one seed: over its evaluation episodes).",
         "",
+        "| " + " | ".join(_MD_CELL_HEADER) + " |",
+        "|" + "---|" * len(_MD_CELL_HEADER),
     ]
-    header = [
-        "cell",
-        "ok",
-        "failed",
-        "missing",
-        "env_steps_per_s",
-        "ratio",
-        "95% CI",
-        "CI method",
-        "end_to_end_ratio",
-        "e2e 95% CI",
-        "wall_s",
-        "flags",
-        *[f"{p} median_ms" for p in PHASES],
-        "compile_s",
-        "cold compile_s",
-        "started as",
-        "graph_breaks",
-        "recompiles",
-        "final_return",
-        "learning",
-        "notes",
+    return lines + ["| " + " | ".join(_md_escape(x) for x in _md_cell_row(c)) + " |" for c in report.cells]
+
+
+def _md_cell_row(cell: CellSummary) -> list[str]:
+    notes = []
+    if cell.ratio_note and not cell.is_baseline:
+        notes.append(cell.ratio_note)
+    notes += [f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable]
+    notes += cell.errors
+    return [
+        f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
+        str(cell.n_ok),
+        str(cell.n_failed),
+        str(cell.n_missing),
+        _fmt(cell.env_steps_per_s, ".1f"),
+        _ratio_text(cell),
+        "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
+        cell.ci_method or "-",
+        _fmt(cell.end_to_end_ratio, ".3f"),
+        "-" if cell.is_baseline else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
+        _fmt(cell.wall_s, ".1f"),
+        _flags_text(cell) or "-",
+        *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
+        _fmt(cell.compile_s, ".2f"),
+        _fmt(cell.cold_compile_s, ".2f"),
+        "; ".join(cell.start_states) or "-",
+        _fmt(cell.graph_breaks, "d"),
+        _fmt(cell.recompiles, "d"),
+        _return_text(cell),
+        "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"),
+        "; ".join(notes),
     ]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "---|" * len(header))
-    for cell in report.cells:
-        notes = []
-        if cell.ratio_note and not cell.is_baseline:
-            notes.append(cell.ratio_note)
-        notes += [
-            f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable
-        ]
-        notes += cell.errors
-        row = [
-            f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
-            str(cell.n_ok),
-            str(cell.n_failed),
-            str(cell.n_missing),
-            _fmt(cell.env_steps_per_s, ".1f"),
-            _ratio_text(cell),
-            "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
-            cell.ci_method or "-",
-            _fmt(cell.end_to_end_ratio, ".3f"),
-            "-" if cell.is_baseline else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
-            _fmt(cell.wall_s, ".1f"),
-            _flags_text(cell) or "-",
-            *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
-            _fmt(cell.compile_s, ".2f"),
-            _fmt(cell.cold_compile_s, ".2f"),
-            "; ".join(cell.start_states) or "-",
-            _fmt(cell.graph_breaks, "d"),
-            _fmt(cell.recompiles, "d"),
-            _return_text(cell),
-            "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"),
-            "; ".join(notes),
-        ]
-        lines.append("| " + " | ".join(_md_escape(x) for x in row) + " |")
-    lines += ["", "## Steady state and end to end", ""]
-    lines += _end_to_end_lines(report)
-    lines += ["", "## Measurement flags", "", FLAG_RULE, ""]
-    lines += _flag_lines(report)
-    lines += ["", "## Which toggle pays", ""]
-    if report.marginal_effects:
-        lines.append("| rank | change | effect (geo-mean ratio) | 95% CI | pairs | CI method |")
-        lines.append("|---|---|---|---|---|---|")
-        for eff in report.marginal_effects:
-            effect = _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else "")
-            lines.append(
-                f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {effect} | "
-                f"{_ci_text(eff.ci_low, eff.ci_high)} | {eff.n_pairs} | {eff.ci_method or '-'} |"
-            )
-        for eff in report.marginal_effects:
-            for skip in eff.skipped:
-                lines.append(f"- {_md_escape(eff.label)}: pair skipped: {skip}")
-    else:
-        lines.append("No toggle varies in this sweep.")
-    lines += ["", "## Learning check", "", LEARNING_RULE, ""]
-    flagged = [c for c in report.cells if c.learning_flag]
-    lines += [f"- **{c.label}**: {c.learning_note}" for c in flagged] or ["No cell flagged."]
-    lines += ["", "## Casualties", ""]
-    lines += [
-        f"- `{c.cell}` seed {c.seed}: **{c.status}**: {c.detail} ({c.where})"
-        for c in report.casualties
-    ] or ["None."]
-    lines += ["", "## Not-applicable toggles", ""]
-    lines += [f"- {where}: {text}" for text, where in _not_applicable_groups(report)] or ["None."]
-    lines += ["", "## Graph breaks, recompiles and CUDA-graph skips", ""]
-    lines += _compile_reason_lines(report)
-    lines += ["", "## Fingerprints", ""]
+
+
+def _md_effects(report: Report) -> list[str]:
+    """The marginal-effects table and the pairs each effect skipped."""
+    if not report.marginal_effects:
+        return ["No toggle varies in this sweep."]
+    lines = ["| rank | change | effect (geo-mean ratio) | 95% CI | pairs | CI method |", "|---|---|---|---|---|---|"]
+    for eff in report.marginal_effects:
+        effect = _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else "")
+        lines.append(
+            f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {effect} | "
+            f"{_ci_text(eff.ci_low, eff.ci_high)} | {eff.n_pairs} | {eff.ci_method or '-'} |"
+        )
+    for eff in report.marginal_effects:
+        lines += [f"- {_md_escape(eff.label)}: pair skipped: {skip}" for skip in eff.skipped]
+    return lines
+
+
+def _md_fingerprints(report: Report) -> list[str]:
     fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
-    for fp in sorted(fps):
-        lines.append(f"- `{fp}`")
+    lines = [f"- `{fp}`" for fp in sorted(fps)]
     fp_notes = [n for n in report.notes if "fingerprint" in n]
     lines += [f"- {n}" for n in fp_notes]
-    if not fps and not fp_notes:
-        lines.append("No fingerprints recorded.")
-    other = [n for n in report.notes if "fingerprint" not in n]
-    if other:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in other]
-    lines += [
-        "",
-        "## Method",
-        "",
-        CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed),
-        "",
-        END_TO_END_RULE,
-        "",
-    ]
-    return "\n".join(lines)
+    return lines or ["No fingerprints recorded."]
 
 
 def _end_to_end_lines(report: Report) -> list[str]:
