@@ -101,37 +101,14 @@ def build_report(
             where = " ".join(f"{d}={cell.key.get(d)}" for d in context)
             cell.ratio_note = f"no baseline cell in this context ({where})"
             cell.learning_note = "not assessed: no baseline cell"
-            continue
-        cell.baseline_label = base.label
-        if cell is base:
-            if base.env_steps_per_s is not None:
-                cell.ratio, cell.ci_low, cell.ci_high = 1.0, 1.0, 1.0
-                cell.ratio_clean = not cell.flags
-            if base.wall_s is not None:
-                cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high = 1.0, 1.0, 1.0
-            cell.ci_method = "baseline"
-            cell.ratio_note = "baseline" if base.env_steps_per_s else "baseline has no ok jobs"
-            cell.learning_note = "baseline"
-            continue
-        _compare_with_baseline(cell, base, n_bootstrap, bootstrap_seed)
+        elif cell is base:
+            _mark_baseline(cell)
+        else:
+            cell.baseline_label = base.label
+            _compare_with_baseline(cell, base, n_bootstrap, bootstrap_seed)
 
     toggles_varied = [d for d in varied if d in sweep.toggle_dims]
     effects = _marginal_effects(cells, dims, toggles_varied, spec, n_bootstrap, bootstrap_seed)
-
-    casualties = []
-    for job in sweep.jobs:
-        if job.status == STATUS_OK:
-            continue
-        where = job.job_dir or job.result_path
-        casualties.append(
-            Casualty(
-                cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)],
-                seed=job.seed,
-                status=job.status,
-                detail=job.error_line or "",
-                where=str(where) if where else f"job {job.num} (never started)",
-            )
-        )
 
     return Report(
         sweep_dir=sweep.sweep_dir,
@@ -140,7 +117,7 @@ def build_report(
         varied_dims=varied,
         cells=cells,
         marginal_effects=effects,
-        casualties=casualties,
+        casualties=_casualties(sweep.jobs, label_of, dims),
         notes=list(sweep.notes) + _cell_notes(cells) + _code_notes(sweep.jobs, label_of, dims),
         n_jobs=len(sweep.jobs),
         expected_jobs=sweep.expected_jobs,
@@ -151,6 +128,36 @@ def build_report(
         baseline_reasons=baseline_reasons,
         prepared=sweep.prepared,
     )
+
+
+def _mark_baseline(cell: CellSummary) -> None:
+    """A baseline cell's ratios are 1 by definition (where it has the numbers they compare)."""
+    cell.baseline_label = cell.label
+    if cell.env_steps_per_s is not None:
+        cell.ratio, cell.ci_low, cell.ci_high = 1.0, 1.0, 1.0
+        cell.ratio_clean = not cell.flags
+    if cell.wall_s is not None:
+        cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high = 1.0, 1.0, 1.0
+    cell.ci_method = "baseline"
+    cell.ratio_note = "baseline" if cell.env_steps_per_s else "baseline has no ok jobs"
+    cell.learning_note = "baseline"
+
+
+def _casualties(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[Casualty]:
+    """One entry per job that did not finish ok, with where to look."""
+    out = []
+    for job in jobs:
+        if job.status == STATUS_OK:
+            continue
+        where = job.job_dir or job.result_path
+        out.append(Casualty(
+            cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)],
+            seed=job.seed,
+            status=job.status,
+            detail=job.error_line or "",
+            where=str(where) if where else f"job {job.num} (never started)",
+        ))
+    return out
 
 
 def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: dict[str, Any] | None) -> None:
@@ -326,18 +333,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             if n_steps is not None and rate is not None and rate > 0:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
-        drift = measurement.job_drift(job)
-        if drift is not None:
-            cell.job_drift.append(drift)
-            if drift["flagged"]:
-                _flag(cell, FLAG_DRIFT, (
-                    f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
-                    f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
-                    f"(last third), x{drift['drift']:.3f}"))
-            if drift["noisy"]:
-                _flag(cell, FLAG_NOISY, (
-                    f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
-                    f"(2 standard errors over {drift['n_iterations']} iterations)"))
+        _note_drift(cell, job)
         thr, comp, learn = (_section(rec, name) for name in ("throughput", "compile", "learning"))
         rate = _num(thr.get("env_steps_per_s"))
         if rate is not None and rate > 0:
@@ -370,12 +366,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.graph_breaks = int(max(breaks)) if breaks else None
     cell.recompiles = int(max(recompiles)) if recompiles else None
     cell.compile_reasons = _compile_reasons(jobs)
-    cell.final_returns = returns
-    cell.final_return_median = _median(returns)
-    iqr_over = returns if len(returns) >= 2 else eval_returns if len(returns) == 1 else []
-    if iqr_over:
-        cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
-        cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
+    _summarise_returns(cell, returns, eval_returns)
     cell.wall_s = _median(cell.wall_s_seeds)
     cell.env_steps = _median(steps)
     cell.fixed_cost_s = _median(fixed)
@@ -388,10 +379,42 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     elif len(returns) == 1 and eval_sds:
         cell.final_return_spread = eval_sds[0]
         cell.final_return_spread_kind = "eval_sd"
+    _note_jobs(cell, jobs)
+    _cell_fingerprint(cell, ok)
+    return cell
 
+
+def _note_drift(cell: CellSummary, job: Job) -> None:
+    """Keep the job's within-run drift and flag the cell when the rate drifted or is noisy."""
+    drift = measurement.job_drift(job)
+    if drift is None:
+        return
+    cell.job_drift.append(drift)
+    if drift["flagged"]:
+        _flag(cell, FLAG_DRIFT, (
+            f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
+            f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
+            f"(last third), x{drift['drift']:.3f}"))
+    if drift["noisy"]:
+        _flag(cell, FLAG_NOISY, (
+            f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
+            f"(2 standard errors over {drift['n_iterations']} iterations)"))
+
+
+def _summarise_returns(cell: CellSummary, returns: list[float], eval_returns: list[float]) -> None:
+    """Median final return and its interquartile range over seeds (one seed: over its eval episodes)."""
+    cell.final_returns = returns
+    cell.final_return_median = _median(returns)
+    iqr_over = returns if len(returns) >= 2 else eval_returns if len(returns) == 1 else []
+    if iqr_over:
+        cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
+        cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
+
+
+def _note_jobs(cell: CellSummary, jobs: list[Job]) -> None:
+    """The toggles that did not apply, and one error line per job that did not finish ok."""
     for job in jobs:
-        toggles = _section(job.record, "toggles")
-        for name, entry in toggles.items():
+        for name, entry in _section(job.record, "toggles").items():
             if isinstance(entry, dict) and entry.get("applied") is False:
                 text = f"{name}: {entry.get('reason') or 'not applied (no reason given)'}"
                 if text not in cell.not_applicable:
@@ -400,6 +423,9 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             seed = f"seed {job.seed}" if job.seed is not None else "seed ?"
             cell.errors.append(f"{job.status} ({seed}): {job.error_line}")
 
+
+def _cell_fingerprint(cell: CellSummary, ok: list[Job]) -> None:
+    """The cell's machine fingerprint, or a note naming the field where its ok jobs differ."""
     fps: list[tuple[str, ...]] = []
     for job in ok:
         fp = _fingerprint_key(_section(job.record, "fingerprint"))
@@ -409,10 +435,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
     elif len(fps) > 1:
         cell.fingerprint_mixed = True
-        cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(
-            fps[0], fps[1]
-        )
-    return cell
+        cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(fps[0], fps[1])
 
 
 def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
