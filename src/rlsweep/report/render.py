@@ -399,15 +399,8 @@ def render_markdown(report: Report) -> str:
     other = [n for n in report.notes if "fingerprint" not in n]
     if other:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in other]
-    lines += [
-        "",
-        "## Method",
-        "",
-        CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed),
-        "",
-        END_TO_END_RULE,
-        "",
-    ]
+    lines += ["", "## Method", "", CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed), "",
+              END_TO_END_RULE, ""]
     return "\n".join(lines)
 
 
@@ -594,66 +587,26 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     values (None, bool, int, float, str, or a list for per-seed values).
     """
     columns = [
-        "cell",
-        *report.varied_dims,
-        "is_baseline",
-        "baseline_cell",
-        "n_ok",
-        "n_failed",
-        "n_interrupted",
-        "n_missing",
-        "seeds_ok",
-        "env_steps_per_s",
-        "env_steps_per_s_seeds",
-        "updates_per_s",
-        "ratio",
-        "ci_low",
-        "ci_high",
-        "ci_method",
-        "ratio_note",
-        "ratio_clean",
-        "flags",
-        "flag_notes",
-        "end_to_end_ratio",
-        "end_to_end_ci_low",
-        "end_to_end_ci_high",
-        "end_to_end_ci_method",
-        "end_to_end_note",
-        "wall_s",
-        "wall_s_seeds",
-        "fixed_cost_s",
-        "break_even_env_steps",
-        *[f"{p}_median_ms" for p in PHASES],
-        *[f"{p}_total_s" for p in PHASES],
-        "compile_s",
-        "cold_compile_s",
-        "start_states",
-        "graph_breaks",
-        "recompiles",
-        "final_return_median",
-        "final_return_spread",
-        "final_return_spread_kind",
-        "final_return_q25",
-        "final_return_q75",
-        "final_return_iqr_over",
-        "learning_flag",
-        "learning_note",
-        "not_applicable",
-        "fingerprint_note",
-        "errors",
+        "cell", *report.varied_dims, "is_baseline", "baseline_cell",
+        "n_ok", "n_failed", "n_interrupted", "n_missing", "seeds_ok",
+        "env_steps_per_s", "env_steps_per_s_seeds", "updates_per_s",
+        "ratio", "ci_low", "ci_high", "ci_method", "ratio_note", "ratio_clean", "flags", "flag_notes",
+        "end_to_end_ratio", "end_to_end_ci_low", "end_to_end_ci_high", "end_to_end_ci_method", "end_to_end_note",
+        "wall_s", "wall_s_seeds", "fixed_cost_s", "break_even_env_steps",
+        *[f"{p}_median_ms" for p in PHASES], *[f"{p}_total_s" for p in PHASES],
+        "compile_s", "cold_compile_s", "start_states", "graph_breaks", "recompiles",
+        "final_return_median", "final_return_spread", "final_return_spread_kind",
+        "final_return_q25", "final_return_q75", "final_return_iqr_over",
+        "learning_flag", "learning_note", "not_applicable", "fingerprint_note", "errors",
     ]
     rows = []
     for cell in report.cells:
         values: dict[str, Any] = dict(cell.varied)
-        values.update(
-            {
-                "cell": cell.label,
-                "is_baseline": cell.is_baseline,
-                "baseline_cell": cell.baseline_label,
-                **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
-                **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
-            }
-        )
+        values.update({
+            "cell": cell.label, "is_baseline": cell.is_baseline, "baseline_cell": cell.baseline_label,
+            **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
+            **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
+        })
         for name in columns:
             if name not in values and hasattr(cell, name):
                 values[name] = getattr(cell, name)
@@ -663,35 +616,9 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
 
 def effects_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     """The marginal effects: column names and one row of raw values per toggle change."""
-    columns = [
-        "rank",
-        "change",
-        "toggle",
-        "from_value",
-        "to_value",
-        "effect",
-        "ci_low",
-        "ci_high",
-        "ci_method",
-        "n_pairs",
-        "skipped",
-    ]
-    rows = [
-        [
-            eff.rank,
-            eff.label,
-            eff.toggle,
-            eff.from_value,
-            eff.to_value,
-            eff.effect,
-            eff.ci_low,
-            eff.ci_high,
-            eff.ci_method,
-            eff.n_pairs,
-            eff.skipped,
-        ]
-        for eff in report.marginal_effects
-    ]
+    columns = ["rank", "change", "toggle", "from_value", "to_value", "effect", "ci_low", "ci_high", "ci_method",
+               "n_pairs", "skipped"]
+    rows = [[eff.label if c == "change" else getattr(eff, c) for c in columns] for eff in report.marginal_effects]
     return columns, rows
 
 

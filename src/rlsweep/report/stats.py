@@ -16,6 +16,7 @@ import numpy as np
 from rlsweep import prepare
 from rlsweep.bootstrap import interval, ratio_samples
 from rlsweep.report import measurement
+from rlsweep.report.measurement import finite
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
@@ -176,7 +177,7 @@ def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: d
         entry = prepare.cell_entry(prepared, jobs[0].overrides) if jobs else None
         cold = (entry or {}).get("cold") or {}
         if cold.get("status") == "ok":
-            cell.cold_compile_s = _num(cold.get("compile_s"))
+            cell.cold_compile_s = finite(cold.get("compile_s"))
         for job in jobs:
             state = _section(job.record, "measurement")
             if job.status != STATUS_OK or not state.get("process"):
@@ -217,14 +218,6 @@ def _flag(cell: CellSummary, kind: str, *notes: str) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-def _num(value: Any) -> float | None:
-    """A finite float, or None for anything else (None, NaN, text, bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    out = float(value)
-    return out if math.isfinite(out) else None
-
-
 def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
     """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
     value = record.get(name)
@@ -233,7 +226,7 @@ def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _append_num(values: list[float], value: Any) -> bool:
     """Append value when it is a finite number; returns whether it was."""
-    number = _num(value)
+    number = finite(value)
     if number is not None:
         values.append(number)
     return number is not None
@@ -326,20 +319,20 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     fixed: list[float] = []
     for job in ok:
         rec = job.record
-        wall, n_steps = _num(rec.get("wall_s")), _num(rec.get("env_steps"))
+        wall, n_steps = finite(rec.get("wall_s")), finite(rec.get("env_steps"))
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
-            rate = _num(_section(rec, "throughput").get("env_steps_per_s"))
+            rate = finite(_section(rec, "throughput").get("env_steps_per_s"))
             if n_steps is not None and rate is not None and rate > 0:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
         _note_drift(cell, job)
         thr, comp, learn = (_section(rec, name) for name in ("throughput", "compile", "learning"))
-        rate = _num(thr.get("env_steps_per_s"))
+        rate = finite(thr.get("env_steps_per_s"))
         if rate is not None and rate > 0:
             cell.env_steps_per_s_seeds.append(rate)
         for value in thr.get("per_iteration_env_steps_per_s") or []:
-            it_rate = _num(value)
+            it_rate = finite(value)
             if it_rate is not None and it_rate > 0:
                 cell.iteration_env_steps_per_s.append(it_rate)
         _append_num(updates, thr.get("updates_per_s"))
@@ -348,7 +341,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         _append_num(recompiles, comp.get("recompiles"))
         if _append_num(returns, learn.get("final_return")):
             _append_num(eval_sds, learn.get("final_return_std"))
-            eval_returns = [r for r in (_num(v) for v in learn.get("eval_returns") or []) if r is not None]
+            eval_returns = [r for r in (finite(v) for v in learn.get("eval_returns") or []) if r is not None]
         curve = _section(learn, "curve")
         if curve.get("episode_return"):
             cell.curves.append(
@@ -444,11 +437,11 @@ def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
         medians, totals = [], []
         for t in timings:
             entry = _section(t, phase)
-            med = _num(entry.get("median_ms"))
+            med = finite(entry.get("median_ms"))
             if med is not None:
                 medians.append(med)
-            total = _num(entry.get("total_s"))
-            if total is None and med is not None and _num(entry.get("count")) is not None:
+            total = finite(entry.get("total_s"))
+            if total is None and med is not None and finite(entry.get("count")) is not None:
                 total = med * float(entry["count"]) / 1000.0
             if total is not None:
                 totals.append(total)
