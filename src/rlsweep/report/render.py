@@ -270,15 +270,11 @@ def _terminal_head(report: Report) -> list[str]:
     counts = report.counts
     expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
     return [
-        *verdict_lines(report),
-        "",
-        (
-            f"Sweep {report.sweep_dir}: {report.n_jobs} jobs{expected} "
-            f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)"
-        ),
+        *verdict_lines(report), "",
+        f"Sweep {report.sweep_dir}: {report.n_jobs} jobs{expected} "
+        f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)",
         "Baseline: " + report.baseline_why,
-        "Run order: " + (report.run_order.get("text") or "unknown"),
-        "",
+        "Run order: " + (report.run_order.get("text") or "unknown"), "",
     ]
 
 
@@ -407,24 +403,15 @@ def render_markdown(report: Report) -> str:
 def _md_intro(report: Report) -> list[str]:
     """The title, job counts, baseline, verdict and run order."""
     counts = report.counts
+    expects = f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else ""
+    baselines = ", ".join(f"`{b}`" for b in report.baseline_labels)
     return [
-        f"# Sweep report: `{report.sweep_dir}`",
-        "",
-        f"Jobs: {report.n_jobs}"
-        + (f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else "")
-        + f": {counts['ok']} ok, {counts['failed']} failed "
-        f"({counts['interrupted']} interrupted), {counts['missing']} missing.",
-        "",
-        "Baseline: `"
-        + report.baseline_text
-        + "` → "
-        + ", ".join(f"`{b}`" for b in report.baseline_labels)
-        + f" (why: {_md_text(report.baseline_why)})",
-        "",
-        "\n\n".join(verdict_lines(report)),
-        "",
-        "Run order: " + (report.run_order.get("text") or "unknown") + ".",
-        "",
+        f"# Sweep report: `{report.sweep_dir}`", "",
+        f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
+        f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
+        f"Baseline: `{report.baseline_text}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
+        "\n\n".join(verdict_lines(report)), "",
+        "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
     ]
 
 
@@ -458,28 +445,18 @@ def _md_cell_row(cell: CellSummary) -> list[str]:
         notes.append(cell.ratio_note)
     notes += [f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable]
     notes += cell.errors
+    base = cell.is_baseline
     return [
-        f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
-        str(cell.n_ok),
-        str(cell.n_failed),
-        str(cell.n_missing),
-        _fmt(cell.env_steps_per_s, ".1f"),
-        _ratio_text(cell),
-        "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
-        cell.ci_method or "-",
+        f"**{cell.label}** (baseline)" if base else cell.label, str(cell.n_ok), str(cell.n_failed),
+        str(cell.n_missing), _fmt(cell.env_steps_per_s, ".1f"), _ratio_text(cell),
+        "-" if base else _ci_text(cell.ci_low, cell.ci_high), cell.ci_method or "-",
         _fmt(cell.end_to_end_ratio, ".3f"),
-        "-" if cell.is_baseline else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
-        _fmt(cell.wall_s, ".1f"),
-        _flags_text(cell) or "-",
+        "-" if base else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
+        _fmt(cell.wall_s, ".1f"), _flags_text(cell) or "-",
         *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
-        _fmt(cell.compile_s, ".2f"),
-        _fmt(cell.cold_compile_s, ".2f"),
-        "; ".join(cell.start_states) or "-",
-        _fmt(cell.graph_breaks, "d"),
-        _fmt(cell.recompiles, "d"),
-        _return_text(cell),
-        "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"),
-        "; ".join(notes),
+        _fmt(cell.compile_s, ".2f"), _fmt(cell.cold_compile_s, ".2f"), "; ".join(cell.start_states) or "-",
+        _fmt(cell.graph_breaks, "d"), _fmt(cell.recompiles, "d"), _return_text(cell),
+        "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"), "; ".join(notes),
     ]
 
 

@@ -645,17 +645,13 @@ def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
     return None
 
 
-def _compare_with_baseline(
-    cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int
-) -> None:
+def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int) -> None:
     """Fill the cell's ratio, CI and learning flag relative to its baseline cell."""
     why = _comparable(cell, base)
     if why is None:
         assert cell.env_steps_per_s is not None and base.env_steps_per_s is not None
         cell.ratio = cell.env_steps_per_s / base.env_steps_per_s
-        samples, method = _ratio_samples(
-            cell, base, _rng(bootstrap_seed, cell.label + "|" + base.label), n_bootstrap
-        )
+        samples, method = _ratio_samples(cell, base, _rng(bootstrap_seed, cell.label + "|" + base.label), n_bootstrap)
         cell.ci_method = method or "none"
         if samples is not None:
             cell.ci_low, cell.ci_high = interval(samples)
@@ -707,9 +703,8 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
             f"per step; {where}")
 
 
-def _ratio_samples(
-    cell: CellSummary, base: CellSummary, rng: np.random.Generator, n: int
-) -> tuple[np.ndarray | None, str | None]:
+def _ratio_samples(cell: CellSummary, base: CellSummary, rng: np.random.Generator,
+                   n: int) -> tuple[np.ndarray | None, str | None]:
     """Bootstrap samples of median(cell) / median(base) and the method used.
 
     Independent resampling: two cells are separate jobs (own seeds, own iteration counts).
@@ -745,14 +740,8 @@ def _learning_check(cell: CellSummary, base: CellSummary) -> tuple[bool | None, 
     return abs(diff) > threshold, text
 
 
-def _marginal_effects(
-    cells: list[CellSummary],
-    dims: list[str],
-    toggles_varied: list[str],
-    spec: dict[str, str],
-    n_bootstrap: int,
-    bootstrap_seed: int,
-) -> list[MarginalEffect]:
+def _marginal_effects(cells: list[CellSummary], dims: list[str], toggles_varied: list[str], spec: dict[str, str],
+                      n_bootstrap: int, bootstrap_seed: int) -> list[MarginalEffect]:
     """Geometric-mean pair ratios per (toggle, value) change, ranked largest first."""
     effects: list[MarginalEffect] = []
     baseline_cells = [c for c in cells if c.is_baseline]
@@ -782,14 +771,8 @@ def _marginal_effects(
     return effects
 
 
-def _marginal_effect(
-    toggle: str,
-    a: str,
-    b: str,
-    index: dict[tuple[str, ...], dict[str, CellSummary]],
-    n_bootstrap: int,
-    bootstrap_seed: int,
-) -> MarginalEffect:
+def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], dict[str, CellSummary]],
+                     n_bootstrap: int, bootstrap_seed: int) -> MarginalEffect:
     """The effect of ``toggle`` a -> b over every pair of cells that differ only there."""
     eff = MarginalEffect(toggle=toggle, from_value=a, to_value=b)
     logs: list[np.ndarray] = []
@@ -804,15 +787,9 @@ def _marginal_effect(
             eff.skipped.append(f"{cb.label} vs {ca.label}: {why}")
             continue
         assert ca.env_steps_per_s is not None and cb.env_steps_per_s is not None
-        eff.pairs.append(
-            PairRatio(
-                without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s
-            )
-        )
+        eff.pairs.append(PairRatio(without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s))
         eff.clean = (eff.clean is not False) and not ca.flags and not cb.flags
-        samples, method = _ratio_samples(
-            cb, ca, _rng(bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}"), n_bootstrap
-        )
+        samples, method = _ratio_samples(cb, ca, _rng(bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}"), n_bootstrap)
         if samples is None or method is None:
             ci_ok = False
         else:
