@@ -112,22 +112,13 @@ def build_report(
     effects = _marginal_effects(cells, dims, toggles_varied, spec, n_bootstrap, bootstrap_seed)
 
     return Report(
-        sweep_dir=sweep.sweep_dir,
-        baseline_spec=spec,
-        baseline_labels=[c.label for c in cells if c.is_baseline],
-        varied_dims=varied,
-        cells=cells,
-        marginal_effects=effects,
+        sweep_dir=sweep.sweep_dir, baseline_spec=spec, baseline_labels=[c.label for c in cells if c.is_baseline],
+        varied_dims=varied, cells=cells, marginal_effects=effects,
         casualties=_casualties(sweep.jobs, label_of, dims),
         notes=list(sweep.notes) + _cell_notes(cells) + _code_notes(sweep.jobs, label_of, dims),
-        n_jobs=len(sweep.jobs),
-        expected_jobs=sweep.expected_jobs,
-        n_bootstrap=n_bootstrap,
-        bootstrap_seed=bootstrap_seed,
-        wandb=sweep.wandb,
-        run_order=measurement.run_order(sweep.jobs, dims),
-        baseline_reasons=baseline_reasons,
-        prepared=sweep.prepared,
+        n_jobs=len(sweep.jobs), expected_jobs=sweep.expected_jobs, n_bootstrap=n_bootstrap,
+        bootstrap_seed=bootstrap_seed, wandb=sweep.wandb, run_order=measurement.run_order(sweep.jobs, dims),
+        baseline_reasons=baseline_reasons, prepared=sweep.prepared,
     )
 
 
