@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsweep.bench.stats import learning_difference
+from rlsweep.bootstrap import learning_difference
 
 ROOT = Path(__file__).resolve().parents[1]
 

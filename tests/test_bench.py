@@ -138,10 +138,17 @@ def test_claims_table_structure() -> None:
 def test_ratio_ci_brackets_the_ratio() -> None:
     from rlsweep.bench import ratio_with_ci
 
-    r, ci = ratio_with_ci([10.0, 12.0, 11.0], [5.0, 5.5, 6.0])
+    r, ci = ratio_with_ci([10.0, 12.0, 11.0], [5.0, 5.5, 6.0], paired=True)
     assert math.isclose(r, 11.0 / 5.5)
     assert ci[0] <= r <= ci[1]
-    assert ratio_with_ci([3.0], [1.0]) == (3.0, [3.0, 3.0])
+    assert ratio_with_ci([3.0], [1.0], paired=True) == (3.0, [3.0, 3.0])
+    # pairs that drift together: pairing keeps each pair whole, so the shared drift cancels
+    a, b = [10.0, 20.0, 30.0, 40.0], [5.0, 10.0, 15.0, 20.0]
+    assert ratio_with_ci(a, b, paired=True)[1] == [2.0, 2.0]
+    lo, hi = ratio_with_ci(a, b, paired=False)[1]
+    assert lo < 2.0 < hi
+    with pytest.raises(ValueError, match="as many repeats"):
+        ratio_with_ci(a, b[:3], paired=True)
 
 
 def test_bfloat16_is_chosen_only_for_sac_and_only_where_it_is_native() -> None:

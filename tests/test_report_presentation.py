@@ -236,3 +236,17 @@ def test_learning_curves_tell_identical_cells_apart(tmp_path: Path) -> None:
     assert all(np.allclose(got, want) for got, want in zip(seed_colors, expected))
     legend = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
     assert all(any(c.label in t for t in legend) for c in report.cells)
+
+
+def test_report_files_and_terminal_summary_match_the_golden_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Byte for byte: a refactor of the report keeps what a user reads (regenerate the copies in
+    tests/golden/ only for an intended change of output)."""
+    golden = Path(__file__).parent / "golden"
+    monkeypatch.chdir(tmp_path)
+    sweep = two_by_two(Path("multirun") / "x" / "y", learning_off=True)
+    assert rp.main([str(sweep), "--no-plots", "--no-wandb"]) == 0
+    assert capsys.readouterr().out == (golden / "report_2x2_terminal.txt").read_text()
+    for name in ("summary.md", "summary.csv"):
+        assert (sweep / "report" / name).read_bytes() == (golden / f"report_2x2_{name}").read_bytes(), name

@@ -1,8 +1,8 @@
 """How rlsweep's local launchers schedule a sweep: how many jobs at once, and in which order.
 
-Jobs that share a machine's cores distort each other's timings: on 2 cores, 6 jobs started at
-once measured a 4.84x speed-up that was 1.76x with the jobs run one after another. So local jobs
-run at most ``CPUs // threads per job`` at once. And drift of a shared machine (other users,
+Jobs that share a machine's cores distort each other's timings (docs/results/bench_choices.md has a
+sweep whose speed-up read several times higher with its jobs run at once). So local jobs run at
+most ``CPUs // threads per job`` at once. And drift of a shared machine (other users,
 thermal state, caches warming) should spread over every cell of a sweep rather than land on the
 cells that happen to run last, so jobs start seed-major: every cell's first seed, then every
 cell's second seed, ...

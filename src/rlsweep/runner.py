@@ -198,34 +198,17 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
             metrics = algo.iteration()
             timer.end_iteration()  # CUDA: the iteration's one sync, so dt includes its device work
             dt = time.perf_counter() - t0
-            s.iteration += 1
-            if metrics.get("updated"):
-                s.updating_iters += 1
-            if recording:
-                s.steady_s += dt
-                s.steady_steps += steps_per_iter
-                s.steady_updates += algo.updates - updates_before
-                s.per_iter_rate.append(round(steps_per_iter / dt, 3))
+            _count_iteration(s, metrics, dt, steps_per_iter, algo.updates - updates_before, recording)
             wall = time.perf_counter() - start
             new_eps = algo.episodes[n_episodes:]
             n_episodes = len(algo.episodes)
-            for ret, _length, at_step in new_eps:
-                s.curve_steps.append(at_step)
-                s.curve_wall.append(round(wall, 4))
-                s.curve_return.append(ret)
+            _record_episodes(s, new_eps, wall)
             bar.update(steps_per_iter)
             if new_eps:
                 bar.set_postfix(ret=f"{np.mean([e[0] for e in new_eps]):.1f}", refresh=False)
             if on_iteration is not None:
-                row: dict[str, Any] = {f"train/{k}": v for k, v in metrics.items()}
-                row["perf/iteration_env_steps_per_s"] = steps_per_iter / dt
-                row["perf/steady_state"] = int(recording)
-                row["time/wall_s"] = wall
-                row["train/env_steps"] = algo.env_steps
-                if new_eps:
-                    row["train/episode_return"] = float(np.mean([e[0] for e in new_eps]))
-                    row["train/episode_length"] = float(np.mean([e[1] for e in new_eps]))
-                on_iteration(row, algo.env_steps)
+                on_iteration(_iteration_row(algo, metrics, dt, steps_per_iter, recording, wall, new_eps),
+                             algo.env_steps)
             if checkpoint_path is not None and s.iteration < iterations:
                 if stop.signum is not None:
                     save_checkpoint()
@@ -238,7 +221,47 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
     finally:
         stance.close()
         bar.close()
+    return _outcome(s, timer, algo, iterations, warmup, until_warm)
 
+
+def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per_iter: int, updates: int,
+                     recording: bool) -> None:
+    """Advance the loop's counters; a steady iteration adds its time, steps, updates and rate."""
+    s.iteration += 1
+    if metrics.get("updated"):
+        s.updating_iters += 1
+    if recording:
+        s.steady_s += dt
+        s.steady_steps += steps_per_iter
+        s.steady_updates += updates
+        s.per_iter_rate.append(round(steps_per_iter / dt, 3))
+
+
+def _record_episodes(s: LoopState, new_eps: list[tuple[float, int, int]], wall: float) -> None:
+    """The learning curve: each finished episode's return at its env step and wall time."""
+    for ret, _length, at_step in new_eps:
+        s.curve_steps.append(at_step)
+        s.curve_wall.append(round(wall, 4))
+        s.curve_return.append(ret)
+
+
+def _iteration_row(algo: Algorithm, metrics: dict[str, Any], dt: float, steps_per_iter: int, recording: bool,
+                   wall: float, new_eps: list[tuple[float, int, int]]) -> dict[str, Any]:
+    """One iteration's metrics for the tracker (W&B), namespaced."""
+    row: dict[str, Any] = {f"train/{k}": v for k, v in metrics.items()}
+    row["perf/iteration_env_steps_per_s"] = steps_per_iter / dt
+    row["perf/steady_state"] = int(recording)
+    row["time/wall_s"] = wall
+    row["train/env_steps"] = algo.env_steps
+    if new_eps:
+        row["train/episode_return"] = float(np.mean([e[0] for e in new_eps]))
+        row["train/episode_length"] = float(np.mean([e[1] for e in new_eps]))
+    return row
+
+
+def _outcome(s: LoopState, timer: PhaseTimer, algo: Algorithm, iterations: int, warmup: int,
+             until_warm: bool) -> TrainOutcome:
+    """The loop's result: steady-state throughput, the timings and the learning curve."""
     rate = s.steady_steps / s.steady_s if s.steady_s > 0 else None
     throughput = {
         "env_steps_per_s": rate,

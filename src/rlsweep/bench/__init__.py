@@ -4,6 +4,6 @@ Stable-Baselines3 and TorchRL live in the optional ``bench`` extra (``pip instal
 """
 
 from rlsweep.bench.core import BEST_TOGGLES, COMPARISONS, Bench, markdown, run
-from rlsweep.bench.stats import learning_difference, ratio_with_ci
+from rlsweep.bootstrap import learning_difference, ratio_with_ci
 
 __all__ = ["BEST_TOGGLES", "COMPARISONS", "Bench", "learning_difference", "markdown", "ratio_with_ci", "run"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from rlsweep.bootstrap import ratio_with_ci
 from rlsweep.resources import CONF_DIR as CONF  # the checkout's conf/ or the installed package's
 
 CLAIMS = {
@@ -39,9 +40,7 @@ def interleaved_ab(fa: Callable[[], Any], fb: Callable[[], Any], rounds: int, ca
             for _ in range(calls):
                 f()
             ((ta, tb)[which]).append((time.perf_counter() - t0) / calls)
-    from rlsweep.bench.stats import ratio_with_ci
-
-    ratio, ci = ratio_with_ci(ta, tb)
+    ratio, ci = ratio_with_ci(ta, tb, paired=True)  # round r of A and of B ran back to back
     return {"a_us": statistics.median(ta) * 1e6, "b_us": statistics.median(tb) * 1e6, "ratio": ratio, "ratio_ci": ci}
 
 
@@ -193,9 +192,8 @@ def claim_compile(cfg: Any, rounds: int, quick: bool) -> dict[str, Any]:
             finally:
                 envs.close()
                 stats.uninstall()
-    from rlsweep.bench.stats import ratio_with_ci
-
-    ratio, ci = ratio_with_ci(results["none"]["samples"], results["default"]["samples"])
+    # the two modes' rounds were timed one block after the other: independent samples
+    ratio, ci = ratio_with_ci(results["none"]["samples"], results["default"]["samples"], paired=False)
     verdict = "confirmed" if ci[0] > 1.05 else ("refuted here" if ci[1] < 1.0 else "inconclusive")
     return {"measured": f"PPO update step per minibatch ({cfg.algo.minibatch_size}, tanh {list(cfg.algo.hidden_sizes)}): "
                         f"eager {results['none']['us']:.0f} us vs compiled {results['default']['us']:.0f} us "

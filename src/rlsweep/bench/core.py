@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.bench.stats import learning_difference, ratio_with_ci
+from rlsweep.bootstrap import learning_difference, ratio_with_ci
 
-#: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (see docs/results/bench.md):
-#: every algorithm's update compiles into one graph (rlsweep.update) and pays; a compiled call
-#: of the batch-1 (DQN, SAC) or batch-8 (PPO) acting forward costs as much as the eager forward or
-#: more, so acting stays eager (compile.functions=[update]). Inductor's C++ wrapper and skipping
-#: dynamo's guards after warm-up each took ~4-8% off a gradient step (measured in-process).
+#: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (figures in
+#: docs/results/bench_choices.md): every algorithm's update compiles into one graph (rlsweep.update)
+#: and pays; a compiled call of the batch-1 (DQN, SAC) or batch-8 (PPO) acting forward costs as much
+#: as the eager forward or more, so acting stays eager (compile.functions=[update]). Inductor's C++
+#: wrapper and skipping dynamo's guards after warm-up take Python overhead off every gradient step.
 BEST_TOGGLES: dict[str, dict[str, list[str]]] = {
     "cpu": {algo: ["compile=default", "compile.functions=[update]", "compile.cpp_wrapper=true",
                    "compile.skip_guards_after_warmup=true", "twin_modules=true"] for algo in ("ppo", "dqn", "sac")}
@@ -49,13 +49,12 @@ BEST_TOGGLES: dict[str, dict[str, list[str]]] = {
              "sac": ["compile=reduce-overhead", "twin_modules=true", "non_blocking=true"]},
 }
 
-#: bfloat16 autocast (``dtype=bfloat16``) pays only where the update is big matmuls AND the CPU
-#: multiplies bfloat16 natively (AVX512-BF16, AMX): there SAC's 256x256 layers took its gradient step
-#: from 6.8 to 4.6 ms with the final returns of float32 (seeds 0-3, 10k steps, with the output layers
-#: kept float32 by ``nets.OutputLinear``: without that, seed 1 did not learn). PPO's 64-wide
-#: layers ran 2x slower and DQN's acting slower, so only SAC gets it, and only where
+#: bfloat16 autocast (``dtype=bfloat16``) pays only where the update is big matmuls (SAC's 256-wide
+#: layers, the Atari CNN) AND the CPU multiplies bfloat16 natively (AVX512-BF16, AMX); small layers
+#: (PPO's 64-wide, DQN's acting) lose to the casts. So only those algorithms get it, and only where
 #: :func:`bf16_matmul_speedup` measures at least BF16_MIN_SPEEDUP (emulated bfloat16 is slower).
-BF16_ALGOS = ("sac", "atari_ppo")  # atari_ppo: the CNN's update took ~half the time in bfloat16 here
+#: Figures in docs/results/bench_choices.md.
+BF16_ALGOS = ("sac", "atari_ppo")
 BF16_MIN_SPEEDUP = 1.5
 
 
@@ -319,11 +318,11 @@ def _peer_summary(c: Comparison, ours: dict[str, list[dict[str, Any]]], runs: li
     learning from the warm runs too (seed r of the cold run is the same training run again).
     """
     warm = ours["warm"]
-    ratio, ci = ratio_with_ci([o["env_steps_per_s"] for o in warm], [p["env_steps_per_s"] for p in runs])
+    ratio, ci = ratio_with_ci([o["env_steps_per_s"] for o in warm], [p["env_steps_per_s"] for p in runs], paired=True)
     e2e = {}
     for kind, target in zip(CACHE_KINDS, c.end_to_end_targets):
         r, rci = ratio_with_ci([o["end_to_end_env_steps_per_s"] for o in ours[kind]],
-                               [p["end_to_end_env_steps_per_s"] for p in runs])
+                               [p["end_to_end_env_steps_per_s"] for p in runs], paired=True)
         e2e[kind] = {"ratio": r, "ratio_ci": rci, "rlsweep_process_wall_s": _median(ours[kind], "process_wall_s"),
                      "peer_process_wall_s": _median(runs, "process_wall_s"), **_target(r, target)}
     returns = [p["final_return"] for p in runs]
@@ -432,7 +431,8 @@ def limit(b: Bench, ppo_runs: list[dict[str, Any]], log: Any = print) -> dict[st
     raw = [r["raw_limit_env_steps_per_s"] for r in ppo_runs if r.get("raw_limit_env_steps_per_s")]
     raw = raw or [_raw_limit(b, r) for r in range(b.repeats)]
     coll = [r["collection_env_steps_per_s"] for r in ppo_runs if r.get("collection_env_steps_per_s")]
-    frac, ci = ratio_with_ci(coll, raw) if coll else (None, None)
+    # paired when both come from the same PPO runs; raw stepping timed on its own is independent
+    frac, ci = ratio_with_ci(coll, raw, paired=len(coll) == len(raw)) if coll else (None, None)
     log(f"  limit: raw {statistics.median(raw):.0f} env-steps/s, PPO collection fraction {frac}")
     return {"env_id": "CartPole-v1", "num_envs": n_envs, "raw_env_steps_per_s": statistics.median(raw),
             "ppo_collection_env_steps_per_s": statistics.median(coll) if coll else None,
@@ -440,9 +440,8 @@ def limit(b: Bench, ppo_runs: list[dict[str, Any]], log: Any = print) -> dict[st
             "meets_target": frac is not None and frac >= COLLECTION_TARGET}
 
 
-#: vector steps of one raw-limit measurement: 16384 x 8 env steps take ~1.3 s, about as long as the
-#: PPO run's own env stepping. 4096 (~0.35 s) read 82k, 121k and 88k env-steps/s in three repeats
-#: of one bench while the PPO collection beside them read 48k-57k.
+#: vector steps of one raw-limit measurement: long enough to last about as long as the PPO run's own
+#: env stepping, since shorter ones scatter widely (docs/results/bench_choices.md)
 _RAW_LIMIT_VECTOR_STEPS = 16384
 
 

@@ -25,7 +25,8 @@ from rlsweep.report.model import (
 _MEDIAN_SE = 1.2533
 
 
-def _num(value: Any) -> float | None:
+def finite(value: Any) -> float | None:
+    """A finite float, or None for anything else (None, NaN, text, bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
         return None
     return float(value)
@@ -35,7 +36,7 @@ def _rates(job: Job) -> list[float]:
     """The job's steady per-iteration env_steps_per_s (positive finite values only)."""
     thr = job.record.get("throughput")
     values = thr.get("per_iteration_env_steps_per_s") if isinstance(thr, dict) else None
-    return [r for r in (_num(v) for v in values or []) if r is not None and r > 0]
+    return [r for r in (finite(v) for v in values or []) if r is not None and r > 0]
 
 
 def _pooled_sd(groups: Sequence[Sequence[float]]) -> float:
@@ -95,7 +96,7 @@ def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
     per_job = []
     for job in jobs:
         thr = job.record.get("throughput")
-        rate = _num(thr.get("env_steps_per_s")) if isinstance(thr, dict) else None
+        rate = finite(thr.get("env_steps_per_s")) if isinstance(thr, dict) else None
         iters = _rates(job)
         if rate is not None and rate > 0 and len(iters) >= 2:
             per_job.append((rate, job.seed, iters))

@@ -245,19 +245,6 @@ def render_table(report: Report, color: bool) -> str:
             out.append("  ".join(parts).rstrip())
         return out
 
-    counts = report.counts
-    expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
-    head = [
-        *verdict_lines(report),
-        "",
-        (
-            f"Sweep {report.sweep_dir}: {report.n_jobs} jobs{expected} "
-            f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)"
-        ),
-        "Baseline: " + report.baseline_why,
-        "Run order: " + (report.run_order.get("text") or "unknown"),
-        "",
-    ]
     table = lines(grid[0])
     for entry, cell in zip(grid[1:], report.cells):
         table += lines(entry, cell)
@@ -265,17 +252,49 @@ def render_table(report: Report, color: bool) -> str:
     if any(c.cold_compile_s is not None for c in report.cells):
         table.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
                      " the cell's cold compile on an empty cache)")
-    tail: list[str] = []
-    if report.marginal_effects:
-        tail += ["", "Which toggle pays (geometric mean of pair ratios):"]
-        for eff in report.marginal_effects:
-            rank = f"{eff.rank}." if eff.rank else "-"
-            tail.append(
-                f"  {rank:>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
-                f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
-                + (f" ({eff.ci_method})" if eff.ci_method else "")
-                + (" (not clean)" if eff.clean is False else "")
-            )
+    head, tail = _terminal_head(report), _terminal_effects(report)
+    details = _terminal_details(report)
+    if details:
+        tail += ["", "Notes:", *details]
+    out = []
+    for line in [*head, *table, *tail]:
+        if "\x1b" in line:  # a table line: fits by construction (the escapes take no columns)
+            out.append(line)
+        else:
+            indent = " " * (len(line) - len(line.lstrip()) + 4)
+            out += _wrap(line, TERMINAL_WIDTH, indent, split_words=False)
+    return "\n".join(out)
+
+
+def _terminal_head(report: Report) -> list[str]:
+    counts = report.counts
+    expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
+    return [
+        *verdict_lines(report), "",
+        f"Sweep {report.sweep_dir}: {report.n_jobs} jobs{expected} "
+        f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)",
+        "Baseline: " + report.baseline_why,
+        "Run order: " + (report.run_order.get("text") or "unknown"), "",
+    ]
+
+
+def _terminal_effects(report: Report) -> list[str]:
+    if not report.marginal_effects:
+        return []
+    tail = ["", "Which toggle pays (geometric mean of pair ratios):"]
+    for eff in report.marginal_effects:
+        rank = f"{eff.rank}." if eff.rank else "-"
+        tail.append(
+            f"  {rank:>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
+            f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
+            + (f" ({eff.ci_method})" if eff.ci_method else "")
+            + (" (not clean)" if eff.clean is False else "")
+        )
+    return tail
+
+
+def _terminal_details(report: Report) -> list[str]:
+    """The notes under the terminal table: n/a toggles, missing ratios, flags, casualties."""
     details = [f"  {where}: {text}" for text, where in _not_applicable_groups(report)]
     for cell in report.cells:
         if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
@@ -287,20 +306,8 @@ def render_table(report: Report, color: bool) -> str:
             details += [f"      {note}" for note in cell.flag_notes]
         if cell.break_even_note:
             details.append(f"  {cell.label}: {cell.break_even_note}")
-    for cas in report.casualties:
-        details.append(f"  {cas.cell} (seed {cas.seed}): {cas.status}: {cas.detail}")
-    for note in report.notes:
-        details.append(f"  {note}")
-    if details:
-        tail += ["", "Notes:", *details]
-    out = []
-    for line in [*head, *table, *tail]:
-        if "\x1b" in line:  # a table line: fits by construction (the escapes take no columns)
-            out.append(line)
-        else:
-            indent = " " * (len(line) - len(line.lstrip()) + 4)
-            out += _wrap(line, TERMINAL_WIDTH, indent, split_words=False)
-    return "\n".join(out)
+    details += [f"  {cas.cell} (seed {cas.seed}): {cas.status}: {cas.detail}" for cas in report.casualties]
+    return details + [f"  {note}" for note in report.notes]
 
 
 # ---------------------------------------------------------------------------- markdown
@@ -364,109 +371,13 @@ def _compile_reason_lines(report: Report) -> list[str]:
 def render_markdown(report: Report) -> str:
     """summary.md: cells, toggle effects, learning check, casualties, not-applicable toggles,
     graph breaks and recompiles, fingerprints, method."""
-    counts = report.counts
-    lines = [
-        f"# Sweep report: `{report.sweep_dir}`",
-        "",
-        f"Jobs: {report.n_jobs}"
-        + (f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else "")
-        + f": {counts['ok']} ok, {counts['failed']} failed "
-        f"({counts['interrupted']} interrupted), {counts['missing']} missing.",
-        "",
-        "Baseline: `"
-        + report.baseline_text
-        + "` → "
-        + ", ".join(f"`{b}`" for b in report.baseline_labels)
-        + f" (why: {_md_text(report.baseline_why)})",
-        "",
-        "\n\n".join(verdict_lines(report)),
-        "",
-        "Run order: " + (report.run_order.get("text") or "unknown") + ".",
-        "",
-        "## Cells",
-        "",
-        "Ratios against the baseline: `ratio` = steady state (env steps/s), `end_to_end_ratio` = "
-        "whole job (baseline wall_s / cell wall_s); > 1 is faster. A ratio marked *(not clean)* comes "
-        "from a cell or baseline with a measurement flag (see below). final_return: median "
-        "[interquartile range] over seeds (one seed: over its evaluation episodes).",
-        "",
-    ]
-    header = [
-        "cell",
-        "ok",
-        "failed",
-        "missing",
-        "env_steps_per_s",
-        "ratio",
-        "95% CI",
-        "CI method",
-        "end_to_end_ratio",
-        "e2e 95% CI",
-        "wall_s",
-        "flags",
-        *[f"{p} median_ms" for p in PHASES],
-        "compile_s",
-        "cold compile_s",
-        "started as",
-        "graph_breaks",
-        "recompiles",
-        "final_return",
-        "learning",
-        "notes",
-    ]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "---|" * len(header))
-    for cell in report.cells:
-        notes = []
-        if cell.ratio_note and not cell.is_baseline:
-            notes.append(cell.ratio_note)
-        notes += [
-            f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable
-        ]
-        notes += cell.errors
-        row = [
-            f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
-            str(cell.n_ok),
-            str(cell.n_failed),
-            str(cell.n_missing),
-            _fmt(cell.env_steps_per_s, ".1f"),
-            _ratio_text(cell),
-            "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
-            cell.ci_method or "-",
-            _fmt(cell.end_to_end_ratio, ".3f"),
-            "-" if cell.is_baseline else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
-            _fmt(cell.wall_s, ".1f"),
-            _flags_text(cell) or "-",
-            *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
-            _fmt(cell.compile_s, ".2f"),
-            _fmt(cell.cold_compile_s, ".2f"),
-            "; ".join(cell.start_states) or "-",
-            _fmt(cell.graph_breaks, "d"),
-            _fmt(cell.recompiles, "d"),
-            _return_text(cell),
-            "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"),
-            "; ".join(notes),
-        ]
-        lines.append("| " + " | ".join(_md_escape(x) for x in row) + " |")
+    lines = _md_intro(report) + _md_cells(report)
     lines += ["", "## Steady state and end to end", ""]
     lines += _end_to_end_lines(report)
     lines += ["", "## Measurement flags", "", FLAG_RULE, ""]
     lines += _flag_lines(report)
     lines += ["", "## Which toggle pays", ""]
-    if report.marginal_effects:
-        lines.append("| rank | change | effect (geo-mean ratio) | 95% CI | pairs | CI method |")
-        lines.append("|---|---|---|---|---|---|")
-        for eff in report.marginal_effects:
-            effect = _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else "")
-            lines.append(
-                f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {effect} | "
-                f"{_ci_text(eff.ci_low, eff.ci_high)} | {eff.n_pairs} | {eff.ci_method or '-'} |"
-            )
-        for eff in report.marginal_effects:
-            for skip in eff.skipped:
-                lines.append(f"- {_md_escape(eff.label)}: pair skipped: {skip}")
-    else:
-        lines.append("No toggle varies in this sweep.")
+    lines += _md_effects(report)
     lines += ["", "## Learning check", "", LEARNING_RULE, ""]
     flagged = [c for c in report.cells if c.learning_flag]
     lines += [f"- **{c.label}**: {c.learning_note}" for c in flagged] or ["No cell flagged."]
@@ -480,26 +391,97 @@ def render_markdown(report: Report) -> str:
     lines += ["", "## Graph breaks, recompiles and CUDA-graph skips", ""]
     lines += _compile_reason_lines(report)
     lines += ["", "## Fingerprints", ""]
-    fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
-    for fp in sorted(fps):
-        lines.append(f"- `{fp}`")
-    fp_notes = [n for n in report.notes if "fingerprint" in n]
-    lines += [f"- {n}" for n in fp_notes]
-    if not fps and not fp_notes:
-        lines.append("No fingerprints recorded.")
+    lines += _md_fingerprints(report)
     other = [n for n in report.notes if "fingerprint" not in n]
     if other:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in other]
-    lines += [
-        "",
-        "## Method",
-        "",
-        CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed),
-        "",
-        END_TO_END_RULE,
-        "",
-    ]
+    lines += ["", "## Method", "", CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed), "",
+              END_TO_END_RULE, ""]
     return "\n".join(lines)
+
+
+def _md_intro(report: Report) -> list[str]:
+    """The title, job counts, baseline, verdict and run order."""
+    counts = report.counts
+    expects = f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else ""
+    baselines = ", ".join(f"`{b}`" for b in report.baseline_labels)
+    return [
+        f"# Sweep report: `{report.sweep_dir}`", "",
+        f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
+        f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
+        f"Baseline: `{report.baseline_text}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
+        "\n\n".join(verdict_lines(report)), "",
+        "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
+    ]
+
+
+_MD_CELL_HEADER = [
+    "cell", "ok", "failed", "missing", "env_steps_per_s", "ratio", "95% CI", "CI method",
+    "end_to_end_ratio", "e2e 95% CI", "wall_s", "flags", *[f"{p} median_ms" for p in PHASES],
+    "compile_s", "cold compile_s", "started as", "graph_breaks", "recompiles", "final_return",
+    "learning", "notes",
+]
+
+
+def _md_cells(report: Report) -> list[str]:
+    """The cells section: its legend and one table row per cell."""
+    lines = [
+        "## Cells",
+        "",
+        "Ratios against the baseline: `ratio` = steady state (env steps/s), `end_to_end_ratio` = "
+        "whole job (baseline wall_s / cell wall_s); > 1 is faster. A ratio marked *(not clean)* comes "
+        "from a cell or baseline with a measurement flag (see below). final_return: median "
+        "[interquartile range] over seeds (one seed: over its evaluation episodes).",
+        "",
+        "| " + " | ".join(_MD_CELL_HEADER) + " |",
+        "|" + "---|" * len(_MD_CELL_HEADER),
+    ]
+    return lines + ["| " + " | ".join(_md_escape(x) for x in _md_cell_row(c)) + " |" for c in report.cells]
+
+
+def _md_cell_row(cell: CellSummary) -> list[str]:
+    notes = []
+    if cell.ratio_note and not cell.is_baseline:
+        notes.append(cell.ratio_note)
+    notes += [f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable]
+    notes += cell.errors
+    base = cell.is_baseline
+    return [
+        f"**{cell.label}** (baseline)" if base else cell.label, str(cell.n_ok), str(cell.n_failed),
+        str(cell.n_missing), _fmt(cell.env_steps_per_s, ".1f"), _ratio_text(cell),
+        "-" if base else _ci_text(cell.ci_low, cell.ci_high), cell.ci_method or "-",
+        _fmt(cell.end_to_end_ratio, ".3f"),
+        "-" if base else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
+        _fmt(cell.wall_s, ".1f"), _flags_text(cell) or "-",
+        *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
+        _fmt(cell.compile_s, ".2f"), _fmt(cell.cold_compile_s, ".2f"), "; ".join(cell.start_states) or "-",
+        _fmt(cell.graph_breaks, "d"), _fmt(cell.recompiles, "d"), _return_text(cell),
+        "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"), "; ".join(notes),
+    ]
+
+
+def _md_effects(report: Report) -> list[str]:
+    """The marginal-effects table and the pairs each effect skipped."""
+    if not report.marginal_effects:
+        return ["No toggle varies in this sweep."]
+    lines = ["| rank | change | effect (geo-mean ratio) | 95% CI | pairs | CI method |", "|---|---|---|---|---|---|"]
+    for eff in report.marginal_effects:
+        effect = _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else "")
+        lines.append(
+            f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {effect} | "
+            f"{_ci_text(eff.ci_low, eff.ci_high)} | {eff.n_pairs} | {eff.ci_method or '-'} |"
+        )
+    for eff in report.marginal_effects:
+        lines += [f"- {_md_escape(eff.label)}: pair skipped: {skip}" for skip in eff.skipped]
+    return lines
+
+
+def _md_fingerprints(report: Report) -> list[str]:
+    fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
+    lines = [f"- `{fp}`" for fp in sorted(fps)]
+    fp_notes = [n for n in report.notes if "fingerprint" in n]
+    lines += [f"- {n}" for n in fp_notes]
+    return lines or ["No fingerprints recorded."]
 
 
 def _end_to_end_lines(report: Report) -> list[str]:
@@ -582,66 +564,26 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     values (None, bool, int, float, str, or a list for per-seed values).
     """
     columns = [
-        "cell",
-        *report.varied_dims,
-        "is_baseline",
-        "baseline_cell",
-        "n_ok",
-        "n_failed",
-        "n_interrupted",
-        "n_missing",
-        "seeds_ok",
-        "env_steps_per_s",
-        "env_steps_per_s_seeds",
-        "updates_per_s",
-        "ratio",
-        "ci_low",
-        "ci_high",
-        "ci_method",
-        "ratio_note",
-        "ratio_clean",
-        "flags",
-        "flag_notes",
-        "end_to_end_ratio",
-        "end_to_end_ci_low",
-        "end_to_end_ci_high",
-        "end_to_end_ci_method",
-        "end_to_end_note",
-        "wall_s",
-        "wall_s_seeds",
-        "fixed_cost_s",
-        "break_even_env_steps",
-        *[f"{p}_median_ms" for p in PHASES],
-        *[f"{p}_total_s" for p in PHASES],
-        "compile_s",
-        "cold_compile_s",
-        "start_states",
-        "graph_breaks",
-        "recompiles",
-        "final_return_median",
-        "final_return_spread",
-        "final_return_spread_kind",
-        "final_return_q25",
-        "final_return_q75",
-        "final_return_iqr_over",
-        "learning_flag",
-        "learning_note",
-        "not_applicable",
-        "fingerprint_note",
-        "errors",
+        "cell", *report.varied_dims, "is_baseline", "baseline_cell",
+        "n_ok", "n_failed", "n_interrupted", "n_missing", "seeds_ok",
+        "env_steps_per_s", "env_steps_per_s_seeds", "updates_per_s",
+        "ratio", "ci_low", "ci_high", "ci_method", "ratio_note", "ratio_clean", "flags", "flag_notes",
+        "end_to_end_ratio", "end_to_end_ci_low", "end_to_end_ci_high", "end_to_end_ci_method", "end_to_end_note",
+        "wall_s", "wall_s_seeds", "fixed_cost_s", "break_even_env_steps",
+        *[f"{p}_median_ms" for p in PHASES], *[f"{p}_total_s" for p in PHASES],
+        "compile_s", "cold_compile_s", "start_states", "graph_breaks", "recompiles",
+        "final_return_median", "final_return_spread", "final_return_spread_kind",
+        "final_return_q25", "final_return_q75", "final_return_iqr_over",
+        "learning_flag", "learning_note", "not_applicable", "fingerprint_note", "errors",
     ]
     rows = []
     for cell in report.cells:
         values: dict[str, Any] = dict(cell.varied)
-        values.update(
-            {
-                "cell": cell.label,
-                "is_baseline": cell.is_baseline,
-                "baseline_cell": cell.baseline_label,
-                **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
-                **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
-            }
-        )
+        values.update({
+            "cell": cell.label, "is_baseline": cell.is_baseline, "baseline_cell": cell.baseline_label,
+            **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
+            **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
+        })
         for name in columns:
             if name not in values and hasattr(cell, name):
                 values[name] = getattr(cell, name)
@@ -651,35 +593,9 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
 
 def effects_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     """The marginal effects: column names and one row of raw values per toggle change."""
-    columns = [
-        "rank",
-        "change",
-        "toggle",
-        "from_value",
-        "to_value",
-        "effect",
-        "ci_low",
-        "ci_high",
-        "ci_method",
-        "n_pairs",
-        "skipped",
-    ]
-    rows = [
-        [
-            eff.rank,
-            eff.label,
-            eff.toggle,
-            eff.from_value,
-            eff.to_value,
-            eff.effect,
-            eff.ci_low,
-            eff.ci_high,
-            eff.ci_method,
-            eff.n_pairs,
-            eff.skipped,
-        ]
-        for eff in report.marginal_effects
-    ]
+    columns = ["rank", "change", "toggle", "from_value", "to_value", "effect", "ci_low", "ci_high", "ci_method",
+               "n_pairs", "skipped"]
+    rows = [[eff.label if c == "change" else getattr(eff, c) for c in columns] for eff in report.marginal_effects]
     return columns, rows
 
 

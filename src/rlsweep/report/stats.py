@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from rlsweep import prepare
+from rlsweep.bootstrap import interval, ratio_samples
 from rlsweep.report import measurement
+from rlsweep.report.measurement import finite
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
@@ -100,56 +102,54 @@ def build_report(
             where = " ".join(f"{d}={cell.key.get(d)}" for d in context)
             cell.ratio_note = f"no baseline cell in this context ({where})"
             cell.learning_note = "not assessed: no baseline cell"
-            continue
-        cell.baseline_label = base.label
-        if cell is base:
-            if base.env_steps_per_s is not None:
-                cell.ratio, cell.ci_low, cell.ci_high = 1.0, 1.0, 1.0
-                cell.ratio_clean = not cell.flags
-            if base.wall_s is not None:
-                cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high = 1.0, 1.0, 1.0
-            cell.ci_method = "baseline"
-            cell.ratio_note = "baseline" if base.env_steps_per_s else "baseline has no ok jobs"
-            cell.learning_note = "baseline"
-            continue
-        _compare_with_baseline(cell, base, n_bootstrap, bootstrap_seed)
+        elif cell is base:
+            _mark_baseline(cell)
+        else:
+            cell.baseline_label = base.label
+            _compare_with_baseline(cell, base, n_bootstrap, bootstrap_seed)
 
     toggles_varied = [d for d in varied if d in sweep.toggle_dims]
     effects = _marginal_effects(cells, dims, toggles_varied, spec, n_bootstrap, bootstrap_seed)
 
-    casualties = []
-    for job in sweep.jobs:
+    return Report(
+        sweep_dir=sweep.sweep_dir, baseline_spec=spec, baseline_labels=[c.label for c in cells if c.is_baseline],
+        varied_dims=varied, cells=cells, marginal_effects=effects,
+        casualties=_casualties(sweep.jobs, label_of, dims),
+        notes=list(sweep.notes) + _cell_notes(cells) + _code_notes(sweep.jobs, label_of, dims),
+        n_jobs=len(sweep.jobs), expected_jobs=sweep.expected_jobs, n_bootstrap=n_bootstrap,
+        bootstrap_seed=bootstrap_seed, wandb=sweep.wandb, run_order=measurement.run_order(sweep.jobs, dims),
+        baseline_reasons=baseline_reasons, prepared=sweep.prepared,
+    )
+
+
+def _mark_baseline(cell: CellSummary) -> None:
+    """A baseline cell's ratios are 1 by definition (where it has the numbers they compare)."""
+    cell.baseline_label = cell.label
+    if cell.env_steps_per_s is not None:
+        cell.ratio, cell.ci_low, cell.ci_high = 1.0, 1.0, 1.0
+        cell.ratio_clean = not cell.flags
+    if cell.wall_s is not None:
+        cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high = 1.0, 1.0, 1.0
+    cell.ci_method = "baseline"
+    cell.ratio_note = "baseline" if cell.env_steps_per_s else "baseline has no ok jobs"
+    cell.learning_note = "baseline"
+
+
+def _casualties(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[Casualty]:
+    """One entry per job that did not finish ok, with where to look."""
+    out = []
+    for job in jobs:
         if job.status == STATUS_OK:
             continue
         where = job.job_dir or job.result_path
-        casualties.append(
-            Casualty(
-                cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)],
-                seed=job.seed,
-                status=job.status,
-                detail=job.error_line or "",
-                where=str(where) if where else f"job {job.num} (never started)",
-            )
-        )
-
-    return Report(
-        sweep_dir=sweep.sweep_dir,
-        baseline_spec=spec,
-        baseline_labels=[c.label for c in cells if c.is_baseline],
-        varied_dims=varied,
-        cells=cells,
-        marginal_effects=effects,
-        casualties=casualties,
-        notes=list(sweep.notes) + _cell_notes(cells) + _code_notes(sweep.jobs, label_of, dims),
-        n_jobs=len(sweep.jobs),
-        expected_jobs=sweep.expected_jobs,
-        n_bootstrap=n_bootstrap,
-        bootstrap_seed=bootstrap_seed,
-        wandb=sweep.wandb,
-        run_order=measurement.run_order(sweep.jobs, dims),
-        baseline_reasons=baseline_reasons,
-        prepared=sweep.prepared,
-    )
+        out.append(Casualty(
+            cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)],
+            seed=job.seed,
+            status=job.status,
+            detail=job.error_line or "",
+            where=str(where) if where else f"job {job.num} (never started)",
+        ))
+    return out
 
 
 def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: dict[str, Any] | None) -> None:
@@ -168,7 +168,7 @@ def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: d
         entry = prepare.cell_entry(prepared, jobs[0].overrides) if jobs else None
         cold = (entry or {}).get("cold") or {}
         if cold.get("status") == "ok":
-            cell.cold_compile_s = _num(cold.get("compile_s"))
+            cell.cold_compile_s = finite(cold.get("compile_s"))
         for job in jobs:
             state = _section(job.record, "measurement")
             if job.status != STATUS_OK or not state.get("process"):
@@ -209,14 +209,6 @@ def _flag(cell: CellSummary, kind: str, *notes: str) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-def _num(value: Any) -> float | None:
-    """A finite float, or None for anything else (None, NaN, text, bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    out = float(value)
-    return out if math.isfinite(out) else None
-
-
 def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
     """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
     value = record.get(name)
@@ -225,7 +217,7 @@ def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _append_num(values: list[float], value: Any) -> bool:
     """Append value when it is a finite number; returns whether it was."""
-    number = _num(value)
+    number = finite(value)
     if number is not None:
         values.append(number)
     return number is not None
@@ -318,31 +310,20 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     fixed: list[float] = []
     for job in ok:
         rec = job.record
-        wall, n_steps = _num(rec.get("wall_s")), _num(rec.get("env_steps"))
+        wall, n_steps = finite(rec.get("wall_s")), finite(rec.get("env_steps"))
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
-            rate = _num(_section(rec, "throughput").get("env_steps_per_s"))
+            rate = finite(_section(rec, "throughput").get("env_steps_per_s"))
             if n_steps is not None and rate is not None and rate > 0:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
-        drift = measurement.job_drift(job)
-        if drift is not None:
-            cell.job_drift.append(drift)
-            if drift["flagged"]:
-                _flag(cell, FLAG_DRIFT, (
-                    f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
-                    f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
-                    f"(last third), x{drift['drift']:.3f}"))
-            if drift["noisy"]:
-                _flag(cell, FLAG_NOISY, (
-                    f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
-                    f"(2 standard errors over {drift['n_iterations']} iterations)"))
+        _note_drift(cell, job)
         thr, comp, learn = (_section(rec, name) for name in ("throughput", "compile", "learning"))
-        rate = _num(thr.get("env_steps_per_s"))
+        rate = finite(thr.get("env_steps_per_s"))
         if rate is not None and rate > 0:
             cell.env_steps_per_s_seeds.append(rate)
         for value in thr.get("per_iteration_env_steps_per_s") or []:
-            it_rate = _num(value)
+            it_rate = finite(value)
             if it_rate is not None and it_rate > 0:
                 cell.iteration_env_steps_per_s.append(it_rate)
         _append_num(updates, thr.get("updates_per_s"))
@@ -351,7 +332,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         _append_num(recompiles, comp.get("recompiles"))
         if _append_num(returns, learn.get("final_return")):
             _append_num(eval_sds, learn.get("final_return_std"))
-            eval_returns = [r for r in (_num(v) for v in learn.get("eval_returns") or []) if r is not None]
+            eval_returns = [r for r in (finite(v) for v in learn.get("eval_returns") or []) if r is not None]
         curve = _section(learn, "curve")
         if curve.get("episode_return"):
             cell.curves.append(
@@ -369,12 +350,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.graph_breaks = int(max(breaks)) if breaks else None
     cell.recompiles = int(max(recompiles)) if recompiles else None
     cell.compile_reasons = _compile_reasons(jobs)
-    cell.final_returns = returns
-    cell.final_return_median = _median(returns)
-    iqr_over = returns if len(returns) >= 2 else eval_returns if len(returns) == 1 else []
-    if iqr_over:
-        cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
-        cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
+    _summarise_returns(cell, returns, eval_returns)
     cell.wall_s = _median(cell.wall_s_seeds)
     cell.env_steps = _median(steps)
     cell.fixed_cost_s = _median(fixed)
@@ -387,10 +363,42 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     elif len(returns) == 1 and eval_sds:
         cell.final_return_spread = eval_sds[0]
         cell.final_return_spread_kind = "eval_sd"
+    _note_jobs(cell, jobs)
+    _cell_fingerprint(cell, ok)
+    return cell
 
+
+def _note_drift(cell: CellSummary, job: Job) -> None:
+    """Keep the job's within-run drift and flag the cell when the rate drifted or is noisy."""
+    drift = measurement.job_drift(job)
+    if drift is None:
+        return
+    cell.job_drift.append(drift)
+    if drift["flagged"]:
+        _flag(cell, FLAG_DRIFT, (
+            f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
+            f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
+            f"(last third), x{drift['drift']:.3f}"))
+    if drift["noisy"]:
+        _flag(cell, FLAG_NOISY, (
+            f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
+            f"(2 standard errors over {drift['n_iterations']} iterations)"))
+
+
+def _summarise_returns(cell: CellSummary, returns: list[float], eval_returns: list[float]) -> None:
+    """Median final return and its interquartile range over seeds (one seed: over its eval episodes)."""
+    cell.final_returns = returns
+    cell.final_return_median = _median(returns)
+    iqr_over = returns if len(returns) >= 2 else eval_returns if len(returns) == 1 else []
+    if iqr_over:
+        cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
+        cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
+
+
+def _note_jobs(cell: CellSummary, jobs: list[Job]) -> None:
+    """The toggles that did not apply, and one error line per job that did not finish ok."""
     for job in jobs:
-        toggles = _section(job.record, "toggles")
-        for name, entry in toggles.items():
+        for name, entry in _section(job.record, "toggles").items():
             if isinstance(entry, dict) and entry.get("applied") is False:
                 text = f"{name}: {entry.get('reason') or 'not applied (no reason given)'}"
                 if text not in cell.not_applicable:
@@ -399,6 +407,9 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             seed = f"seed {job.seed}" if job.seed is not None else "seed ?"
             cell.errors.append(f"{job.status} ({seed}): {job.error_line}")
 
+
+def _cell_fingerprint(cell: CellSummary, ok: list[Job]) -> None:
+    """The cell's machine fingerprint, or a note naming the field where its ok jobs differ."""
     fps: list[tuple[str, ...]] = []
     for job in ok:
         fp = _fingerprint_key(_section(job.record, "fingerprint"))
@@ -408,10 +419,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
     elif len(fps) > 1:
         cell.fingerprint_mixed = True
-        cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(
-            fps[0], fps[1]
-        )
-    return cell
+        cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(fps[0], fps[1])
 
 
 def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
@@ -420,11 +428,11 @@ def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
         medians, totals = [], []
         for t in timings:
             entry = _section(t, phase)
-            med = _num(entry.get("median_ms"))
+            med = finite(entry.get("median_ms"))
             if med is not None:
                 medians.append(med)
-            total = _num(entry.get("total_s"))
-            if total is None and med is not None and _num(entry.get("count")) is not None:
+            total = finite(entry.get("total_s"))
+            if total is None and med is not None and finite(entry.get("count")) is not None:
                 total = med * float(entry["count"]) / 1000.0
             if total is not None:
                 totals.append(total)
@@ -628,21 +636,16 @@ def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
     return None
 
 
-def _compare_with_baseline(
-    cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int
-) -> None:
+def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int) -> None:
     """Fill the cell's ratio, CI and learning flag relative to its baseline cell."""
     why = _comparable(cell, base)
     if why is None:
         assert cell.env_steps_per_s is not None and base.env_steps_per_s is not None
         cell.ratio = cell.env_steps_per_s / base.env_steps_per_s
-        samples, method = _ratio_samples(
-            cell, base, _rng(bootstrap_seed, cell.label + "|" + base.label), n_bootstrap
-        )
+        samples, method = _ratio_samples(cell, base, _rng(bootstrap_seed, cell.label + "|" + base.label), n_bootstrap)
         cell.ci_method = method or "none"
         if samples is not None:
-            cell.ci_low = float(np.percentile(samples, 2.5))
-            cell.ci_high = float(np.percentile(samples, 97.5))
+            cell.ci_low, cell.ci_high = interval(samples)
         else:
             cell.ratio_note = "no CI: no per-iteration throughput"
     else:
@@ -670,11 +673,8 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
     cell.end_to_end_ratio = base.wall_s / cell.wall_s
     if len(cell.wall_s_seeds) >= 2 and len(base.wall_s_seeds) >= 2:
         rng = _rng(bootstrap_seed, "end_to_end|" + cell.label + "|" + base.label)
-        num = _bootstrap_medians(np.asarray(base.wall_s_seeds), rng, n_bootstrap)
-        den = _bootstrap_medians(np.asarray(cell.wall_s_seeds), rng, n_bootstrap)
-        samples = num / den
-        cell.end_to_end_ci_low = float(np.percentile(samples, 2.5))
-        cell.end_to_end_ci_high = float(np.percentile(samples, 97.5))
+        samples = ratio_samples(base.wall_s_seeds, cell.wall_s_seeds, rng, n_bootstrap, paired=False)
+        cell.end_to_end_ci_low, cell.end_to_end_ci_high = interval(samples)
         cell.end_to_end_ci_method = "seeds"
     else:
         cell.end_to_end_note = "no CI: fewer than 2 seeds"
@@ -694,20 +694,12 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
             f"per step; {where}")
 
 
-def _bootstrap_medians(values: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
-    out = np.empty(n)
-    chunk = max(1, 2_000_000 // max(1, len(values)))
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        idx = rng.integers(0, len(values), size=(stop - start, len(values)))
-        out[start:stop] = np.median(values[idx], axis=1)
-    return out
+def _ratio_samples(cell: CellSummary, base: CellSummary, rng: np.random.Generator,
+                   n: int) -> tuple[np.ndarray | None, str | None]:
+    """Bootstrap samples of median(cell) / median(base) and the method used.
 
-
-def _ratio_samples(
-    cell: CellSummary, base: CellSummary, rng: np.random.Generator, n: int
-) -> tuple[np.ndarray | None, str | None]:
-    """Bootstrap samples of median(cell) / median(base) and the method used."""
+    Independent resampling: two cells are separate jobs (own seeds, own iteration counts).
+    """
     if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
         x, y, method = cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, "seeds"
     else:
@@ -715,9 +707,7 @@ def _ratio_samples(
         method = "iterations"
         if not x or not y:
             return None, None
-    num = _bootstrap_medians(np.asarray(x, dtype=float), rng, n)
-    den = _bootstrap_medians(np.asarray(y, dtype=float), rng, n)
-    return num / den, method
+    return ratio_samples(x, y, rng, n, paired=False), method
 
 
 def _rng(seed: int, label: str) -> np.random.Generator:
@@ -741,14 +731,8 @@ def _learning_check(cell: CellSummary, base: CellSummary) -> tuple[bool | None, 
     return abs(diff) > threshold, text
 
 
-def _marginal_effects(
-    cells: list[CellSummary],
-    dims: list[str],
-    toggles_varied: list[str],
-    spec: dict[str, str],
-    n_bootstrap: int,
-    bootstrap_seed: int,
-) -> list[MarginalEffect]:
+def _marginal_effects(cells: list[CellSummary], dims: list[str], toggles_varied: list[str], spec: dict[str, str],
+                      n_bootstrap: int, bootstrap_seed: int) -> list[MarginalEffect]:
     """Geometric-mean pair ratios per (toggle, value) change, ranked largest first."""
     effects: list[MarginalEffect] = []
     baseline_cells = [c for c in cells if c.is_baseline]
@@ -778,14 +762,8 @@ def _marginal_effects(
     return effects
 
 
-def _marginal_effect(
-    toggle: str,
-    a: str,
-    b: str,
-    index: dict[tuple[str, ...], dict[str, CellSummary]],
-    n_bootstrap: int,
-    bootstrap_seed: int,
-) -> MarginalEffect:
+def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], dict[str, CellSummary]],
+                     n_bootstrap: int, bootstrap_seed: int) -> MarginalEffect:
     """The effect of ``toggle`` a -> b over every pair of cells that differ only there."""
     eff = MarginalEffect(toggle=toggle, from_value=a, to_value=b)
     logs: list[np.ndarray] = []
@@ -800,15 +778,9 @@ def _marginal_effect(
             eff.skipped.append(f"{cb.label} vs {ca.label}: {why}")
             continue
         assert ca.env_steps_per_s is not None and cb.env_steps_per_s is not None
-        eff.pairs.append(
-            PairRatio(
-                without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s
-            )
-        )
+        eff.pairs.append(PairRatio(without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s))
         eff.clean = (eff.clean is not False) and not ca.flags and not cb.flags
-        samples, method = _ratio_samples(
-            cb, ca, _rng(bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}"), n_bootstrap
-        )
+        samples, method = _ratio_samples(cb, ca, _rng(bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}"), n_bootstrap)
         if samples is None or method is None:
             ci_ok = False
         else:
@@ -819,7 +791,6 @@ def _marginal_effect(
         eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
         if ci_ok and logs:
             geo = np.exp(np.mean(np.vstack(logs), axis=0))
-            eff.ci_low = float(np.percentile(geo, 2.5))
-            eff.ci_high = float(np.percentile(geo, 97.5))
+            eff.ci_low, eff.ci_high = interval(geo)
             eff.ci_method = methods.pop() if len(methods) == 1 else "mixed"
     return eff

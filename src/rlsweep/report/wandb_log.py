@@ -70,6 +70,32 @@ def _table(wandb: Any, table: tuple[list[str], list[list[Any]]]) -> Any:
     return wandb.Table(columns=columns, data=data)
 
 
+def _log_to(run: Any, wandb: Any, report: Report, files: Iterable[Path]) -> None:
+    """The tables and plots as one logged step; the counts and toggle effects as the summary."""
+    metrics: dict[str, Any] = {
+        "report/cells": _table(wandb, summary_table(report)),
+        "report/marginal_effects": _table(wandb, effects_table(report)),
+    }
+    for path in files:
+        if path.suffix == ".png":
+            metrics[f"plots/{path.stem}"] = wandb.Image(str(path))
+    run.log(metrics)
+    run.summary.update({
+        **{f"report/n_{status}": n for status, n in report.counts.items()},
+        **{f"effect/{eff.toggle}={eff.to_value}": eff.effect for eff in report.marginal_effects
+           if eff.effect is not None},
+    })
+
+
+def _drop_older_offline_copies(run_dir: Path, run_id: str) -> None:
+    """The earlier offline copies of this run are superseded by the one just written."""
+    # wandb names a copy offline-run-<time>-<id>, plus -1, -2... when one of that second exists
+    copy = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(run_id)}(-\d+)?")
+    for old in run_dir.parent.glob("offline-run-*"):
+        if old != run_dir and copy.fullmatch(old.name):
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
     """Log the report as one run (job_type "report") in the jobs' project and group.
 
@@ -122,32 +148,11 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
         )
         try:
             run_dir = Path(run.dir).parent
-            metrics: dict[str, Any] = {
-                "report/cells": _table(wandb, summary_table(report)),
-                "report/marginal_effects": _table(wandb, effects_table(report)),
-            }
-            for path in files:
-                if path.suffix == ".png":
-                    metrics[f"plots/{path.stem}"] = wandb.Image(str(path))
-            run.log(metrics)
-            run.summary.update(
-                {
-                    **{f"report/n_{status}": n for status, n in report.counts.items()},
-                    **{
-                        f"effect/{eff.toggle}={eff.to_value}": eff.effect
-                        for eff in report.marginal_effects
-                        if eff.effect is not None
-                    },
-                }
-            )
+            _log_to(run, wandb, report, files)
         finally:
             run.finish()
-        if target.mode == "offline":  # the earlier offline copies of this run are superseded
-            # wandb names a copy offline-run-<time>-<id>, plus -1, -2... when one of that second exists
-            copy = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(run.id)}(-\d+)?")
-            for old in run_dir.parent.glob("offline-run-*"):
-                if old != run_dir and copy.fullmatch(old.name):
-                    shutil.rmtree(old, ignore_errors=True)
+        if target.mode == "offline":
+            _drop_older_offline_copies(run_dir, run.id)
         return run_dir
     except Exception as exc:  # noqa: BLE001 - the report's files are written either way
         reason = (str(exc).strip().splitlines() or [""])[0]
