@@ -25,7 +25,8 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlsweep.config import register_configs, to_object
+    from rlsweep.algos import to_object
+    from rlsweep.config import register_configs
 
     register_configs()
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
