@@ -35,8 +35,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.api import (AlgoConfig, Algorithm, PhaseTimer, ReplayBuffer, Runtime, TrainConfig, check_finite,
-                         hyper_parameter_errors, mlp)
+from rlsweep.api import (
+    AlgoConfig,
+    Algorithm,
+    PhaseTimer,
+    ReplayBuffer,
+    Runtime,
+    TrainConfig,
+    check_finite,
+    hyper_parameter_errors,
+    mlp,
+)
 
 
 @dataclass

@@ -267,15 +267,9 @@ def in_range_errors(key: str, value: float, low: float, high: float) -> list[str
 
 def hyper_parameter_errors(a: AlgoConfig, *, positive: Iterable[str] = (), factor: Iterable[str] = (),
                            probability: Iterable[str] = (), non_negative: Iterable[str] = ()) -> list[str]:
-    """The range checks of an algorithm's hyper-parameters, by kind; each a field of ``a``.
-
-    Args:
-        a: the ``algo`` node.
-        positive: fields that must be > 0 and finite (sizes, counts, coefficients).
-        factor: fields in (0, 1] (a discount, a Polyak factor).
-        probability: fields in [0, 1] (a lambda, an epsilon, a share of the budget).
-        non_negative: fields that must be >= 0 (a weight that may be off, a number of steps).
-    """
+    """The range checks of fields of the ``algo`` node ``a``, by kind: ``positive`` (> 0 and finite: sizes,
+    counts), ``factor`` in (0, 1] (a discount, a Polyak factor), ``probability`` in [0, 1] (a lambda, an
+    epsilon, a share of the budget), ``non_negative`` (>= 0: a weight that may be off, a number of steps)."""
     errors = [e for key in positive for e in positive_errors(f"algo.{key}", getattr(a, key))]
     errors += [f"algo.{key} must be in (0, 1], got {getattr(a, key)}" for key in factor if not 0 < getattr(a, key) <= 1]
     errors += [e for key in probability for e in in_range_errors(f"algo.{key}", getattr(a, key), 0.0, 1.0)]

@@ -14,6 +14,7 @@ import math
 import re
 from typing import Any
 
+from rlsweep.algos import algorithm_class
 from rlsweep.config import (
     LOGGER_MODES,
     MAX_TOTAL_ENV_STEPS,
@@ -86,7 +87,6 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
         check_device: check that the device exists here (off when the job runs elsewhere,
             e.g. a Slurm GPU node launched from a CPU login node).
     """
-    from rlsweep.algos import algorithm_class
     from rlsweep.tracking import resolved_logger, wandb_credentials_problem
 
     errors: list[str] = []
