@@ -35,7 +35,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.api import AlgoConfig, Algorithm, PhaseTimer, ReplayBuffer, Runtime, TrainConfig, check_finite, mlp
+from rlsweep.api import (
+    AlgoConfig,
+    Algorithm,
+    PhaseTimer,
+    ReplayBuffer,
+    Runtime,
+    TrainConfig,
+    check_finite,
+    hyper_parameter_errors,
+    mlp,
+)
 
 
 @dataclass
@@ -97,12 +107,12 @@ class TD3(Algorithm):
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
-        """TD3's own hyper-parameters (rlsweep checks lr, gamma, tau, batch_size, ...), before any job runs."""
-        a: TD3Config = cfg.algo  # type: ignore[assignment]
-        errors = [f"algo.{key} must be >= 0, got {getattr(a, key)}"
-                  for key in ("policy_noise", "noise_clip", "exploration_noise") if not getattr(a, key) >= 0]
-        if a.policy_frequency < 1:
-            errors.append(f"algo.policy_frequency must be >= 1, got {a.policy_frequency}")
+        """TD3's range checks, before any job runs (the base class checks lr, gamma, hidden_sizes, ...)."""
+        errors = super().validate_config(cfg) + hyper_parameter_errors(
+            cfg.algo, positive=("batch_size", "buffer_size", "steps_per_iteration"), factor=("tau",),
+            non_negative=("learning_starts", "policy_noise", "noise_clip", "exploration_noise"))
+        if cfg.algo.policy_frequency < 1:
+            errors.append(f"algo.policy_frequency must be >= 1, got {cfg.algo.policy_frequency}")
         return errors
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from rlsweep.algos.base import Algorithm, NonFiniteLossError, check_finite
 from rlsweep.buffers import ReplayBuffer
-from rlsweep.config import AlgoConfig, ConfigError, TrainConfig
+from rlsweep.config import AlgoConfig, ConfigError, TrainConfig, hyper_parameter_errors
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import layer_init, mlp
 from rlsweep.runtime import Policy, Runtime
@@ -36,6 +36,7 @@ __all__ = [
     "Update",
     "check_finite",
     "finished_episodes",
+    "hyper_parameter_errors",
     "layer_init",
     "mlp",
 ]

@@ -66,8 +66,8 @@ class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
     by step). The loop reads each env's flags as the env returned them instead of back from numpy
     arrays, merges an env's info only when it has one, writes array observations straight into
     their rows of the batch (no ``concatenate``) and copies the batch with ``ndarray.copy`` rather
-    than ``deepcopy``: at 8 CartPole envs gymnasium's SAME_STEP loop cost ~10 us per vector step
-    more, a fifth of the envs' own work (docs/results/profiling.md).
+    than ``deepcopy``: with cheap envs such as CartPole, gymnasium's own loop is a large share of
+    a vector step (the measurement: docs/results/profiling.md).
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], copy: bool = True) -> None:

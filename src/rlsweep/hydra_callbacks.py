@@ -31,7 +31,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from rlsweep.config import to_object
+from rlsweep.algos import to_object
 from rlsweep.launchers import SEED_KEY
 from rlsweep.records import (
     NEEDS_RESUME,

@@ -26,9 +26,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import checkpoint, prepare, toggles
-from rlsweep.algos import algorithm_class
+from rlsweep.algos import algorithm_class, to_object
 from rlsweep.checkpoint import CHECKPOINT_FILE
-from rlsweep.config import ObjectiveConfig, TrainConfig, to_object
+from rlsweep.config import ObjectiveConfig, TrainConfig
 from rlsweep.records import (
     KEEP,
     NEEDS_RESUME,

@@ -31,6 +31,8 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":  # python -m rlsweep.train: what the bench runs, from a checkout or an installed wheel
-    from rlsweep.commands import train
+    from rlsweep.cli import train_entry
+    from rlsweep.train import main as registered_main  # this module under its own name: its import registers
 
-    train()
+    with train_entry():
+        registered_main()

@@ -14,13 +14,16 @@ import math
 import re
 from typing import Any
 
+from rlsweep.algos import algorithm_class
 from rlsweep.config import (
-    ACTIVATIONS,
     LOGGER_MODES,
     MAX_TOTAL_ENV_STEPS,
     OBJECTIVE_METRICS,
     ConfigError,
     TrainConfig,
+    choice_errors,
+    in_range_errors,
+    positive_errors,
 )
 from rlsweep.toggles import TOGGLES
 
@@ -31,25 +34,6 @@ _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 MAX_EVAL_EPISODES = 1000
 
 
-def _choice(errors: list[str], key: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        errors.append(f"{key}={value!r} is not valid; choose one of: {', '.join(choices)}")
-
-
-def _positive(errors: list[str], key: str, value: float, upper: float | None = None) -> None:
-    if not value > 0:
-        errors.append(f"{key} must be > 0, got {value}")
-    elif math.isinf(value):
-        errors.append(f"{key} must be finite, got {value}")
-    elif upper is not None and value > upper:
-        errors.append(f"{key}={value} is too large (at most {upper:,})")
-
-
-def _in_range(errors: list[str], key: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:  # also rejects NaN
-        errors.append(f"{key} must be in [{low}, {high}], got {value}")
-
-
 def seed_errors(seed: Any) -> list[str]:
     """Why ``seed`` cannot be a job's seed (empty: it can).
 
@@ -57,9 +41,7 @@ def seed_errors(seed: Any) -> list[str]:
     jobs that differ only in ``seed`` once, and each one's seed with this alone
     (:mod:`rlsweep.hydra_callbacks`). A check that reads ``cfg.seed`` belongs here.
     """
-    errors: list[str] = []
-    _in_range(errors, "seed", seed, 0, 2**32 - 1)  # what np.random.seed takes
-    return errors
+    return in_range_errors("seed", seed, 0, 2**32 - 1)  # what np.random.seed takes
 
 
 def _env_action_space(env_id: str, errors: list[str]) -> Any:
@@ -105,45 +87,20 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
         check_device: check that the device exists here (off when the job runs elsewhere,
             e.g. a Slurm GPU node launched from a CPU login node).
     """
-    from rlsweep.algos import algorithm_class
     from rlsweep.tracking import resolved_logger, wandb_credentials_problem
 
     errors: list[str] = []
-    a = cfg.algo
     for toggle in TOGGLES:
         errors += toggle().validate(cfg)
     if cfg.logger.mode is not None:  # None: WANDB_MODE, checked below
-        _choice(errors, "logger.mode", cfg.logger.mode, LOGGER_MODES)
-    _choice(errors, "algo.activation", a.activation, ACTIVATIONS)
-    _choice(errors, "objective.metric", cfg.objective.metric, OBJECTIVE_METRICS)
+        errors += choice_errors("logger.mode", cfg.logger.mode, LOGGER_MODES)
+    errors += choice_errors("objective.metric", cfg.objective.metric, OBJECTIVE_METRICS)
     if cfg.objective.min_return is not None and not math.isfinite(cfg.objective.min_return):
         errors.append(f"objective.min_return must be a finite number or null, got {cfg.objective.min_return}")
-    _choice(errors, "env.vectorization", cfg.env.vectorization, ("sync", "async"))
-
-    _positive(errors, "total_env_steps", cfg.total_env_steps, MAX_TOTAL_ENV_STEPS)
-    _positive(errors, "algo.lr", a.lr)
-    _positive(errors, "algo.num_envs", a.num_envs, 4096)
-    if not 0 < a.gamma <= 1:
-        errors.append(f"algo.gamma must be in (0, 1], got {a.gamma}")
-    if not a.hidden_sizes or any(w <= 0 for w in a.hidden_sizes):
-        errors.append(f"algo.hidden_sizes must be a non-empty list of positive widths, got {list(a.hidden_sizes)}")
-    for key in ("num_steps", "update_epochs", "minibatch_size", "batch_size", "buffer_size", "train_freq",
-                "gradient_steps", "steps_per_iteration"):
-        if hasattr(a, key):
-            _positive(errors, f"algo.{key}", getattr(a, key))
-    if hasattr(a, "tau") and not 0 < a.tau <= 1:
-        errors.append(f"algo.tau must be in (0, 1], got {a.tau}")
-    for key in ("max_grad_norm", "clip_coef", "target_update_interval", "alpha"):
-        if hasattr(a, key):
-            _positive(errors, f"algo.{key}", getattr(a, key))
-    for key in ("gae_lambda", "exploration_fraction", "start_eps", "end_eps"):
-        if hasattr(a, key):
-            _in_range(errors, f"algo.{key}", getattr(a, key), 0.0, 1.0)
-    for key in ("learning_starts", "ent_coef", "vf_coef"):
-        if hasattr(a, key) and not getattr(a, key) >= 0:
-            errors.append(f"algo.{key} must be >= 0, got {getattr(a, key)}")
+    errors += choice_errors("env.vectorization", cfg.env.vectorization, ("sync", "async"))
+    errors += positive_errors("total_env_steps", cfg.total_env_steps, MAX_TOTAL_ENV_STEPS)
     if cfg.env.max_episode_steps is not None:
-        _positive(errors, "env.max_episode_steps", cfg.env.max_episode_steps)
+        errors += positive_errors("env.max_episode_steps", cfg.env.max_episode_steps)
     errors += seed_errors(cfg.seed)
     if cfg.warmup_iters < 0:
         errors.append(f"warmup_iters must be >= 0, got {cfg.warmup_iters}")
@@ -174,14 +131,14 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
     from rlsweep.envs import atari_errors
 
     errors += atari_errors(cfg.env)  # also registers ale-py's ids (ALE/Pong-v5) for the checks below
-    algo_cls = algorithm_class(a._target_)
-    errors += algo_cls.validate_config(cfg)
+    algo_cls = algorithm_class(cfg.algo._target_)
+    errors += algo_cls.validate_config(cfg)  # the algorithm's hyper-parameters, by the algorithm itself
     space = _env_action_space(cfg.env.id, errors)
     if space is not None and not isinstance(space, algo_cls.action_spaces):
         import gymnasium as gym
 
         kinds = " or ".join(s.__name__ for s in algo_cls.action_spaces)
         example = "env=cartpole" if issubclass(gym.spaces.Discrete, algo_cls.action_spaces) else "env=pendulum"
-        errors.append(f"algo={a.name} needs a {kinds} action space, but {cfg.env.id} has {space}; "
+        errors.append(f"algo={cfg.algo.name} needs a {kinds} action space, but {cfg.env.id} has {space}; "
                       f"pick another env (e.g. {example}) or another algo")
     return errors

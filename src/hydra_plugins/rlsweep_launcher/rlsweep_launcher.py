@@ -97,7 +97,7 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
     from hydra.core.hydra_config import HydraConfig
 
     from rlsweep import prepare
-    from rlsweep.config import to_object
+    from rlsweep.algos import to_object
     from rlsweep.toggles.backend import default_num_threads
 
     if not OmegaConf.select(launcher.config, prepare.PREPARE_KEY, default=True):

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from rlsweep.buffers import ReplayBuffer
-from rlsweep.config import AlgoConfig, TrainConfig
+from rlsweep.config import ACTIVATIONS, AlgoConfig, TrainConfig, choice_errors, hyper_parameter_errors, positive_errors
 from rlsweep.envs import finished_episodes
 from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
@@ -48,11 +48,17 @@ class Algorithm(ABC):
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
         """Every reason ``cfg.algo`` cannot run, one message each (checked for every job before launch).
 
-        rlsweep checks the hyper-parameters every algorithm has (``lr``, ``gamma``, ``num_envs``,
-        ``hidden_sizes``, ``activation``) and common names (``batch_size``, ``tau``, ...); an
-        algorithm adds the checks of its own hyper-parameters here.
+        This one checks the hyper-parameters every algorithm has (:class:`~rlsweep.config.AlgoConfig`);
+        an algorithm checks its own in an override that adds to it: ``super().validate_config(cfg) +
+        hyper_parameter_errors(cfg.algo, positive=("batch_size",), ...)``.
         """
-        return []
+        a = cfg.algo
+        errors = choice_errors("algo.activation", a.activation, ACTIVATIONS)
+        errors += hyper_parameter_errors(a, positive=("lr",)) + positive_errors("algo.num_envs", a.num_envs, 4096)
+        errors += hyper_parameter_errors(a, factor=("gamma",))
+        if not a.hidden_sizes or any(w <= 0 for w in a.hidden_sizes):
+            errors.append(f"algo.hidden_sizes must be a non-empty list of positive widths, got {list(a.hidden_sizes)}")
+        return errors
 
     @property
     @abstractmethod

@@ -28,7 +28,7 @@ from torch import nn
 
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
-from rlsweep.config import DQNConfig, TrainConfig
+from rlsweep.config import DQNConfig, TrainConfig, choice_errors, hyper_parameter_errors
 from rlsweep.nets import INITS, NatureCNN, encoder_errors, mlp, uses_cnn
 from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
@@ -43,10 +43,11 @@ class DQN(Algorithm):
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
-        errors = encoder_errors(cfg.algo.encoder, cfg.env)
-        if cfg.algo.init not in INITS:
-            errors.append(f"algo.init={cfg.algo.init!r} is not valid; choose one of: {', '.join(INITS)}")
-        return errors
+        return super().validate_config(cfg) + hyper_parameter_errors(
+            cfg.algo, positive=("batch_size", "buffer_size", "train_freq", "gradient_steps", "max_grad_norm",
+                                "target_update_interval"), factor=("tau",),
+            probability=("exploration_fraction", "start_eps", "end_eps"), non_negative=("learning_starts",),
+        ) + encoder_errors(cfg.algo.encoder, cfg.env) + choice_errors("algo.init", cfg.algo.init, INITS)
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from rlsweep.algos.base import Algorithm, check_finite
-from rlsweep.config import PPOConfig, TrainConfig
+from rlsweep.config import PPOConfig, TrainConfig, hyper_parameter_errors
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import GaussianLogStd, NatureCNN, SharedEncoder, encoder_errors, mlp, uses_cnn
 from rlsweep.runtime import Runtime
@@ -65,7 +65,9 @@ class PPO(Algorithm):
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
-        return encoder_errors(cfg.algo.encoder, cfg.env)
+        return super().validate_config(cfg) + hyper_parameter_errors(
+            cfg.algo, positive=("num_steps", "update_epochs", "minibatch_size", "max_grad_norm", "clip_coef"),
+            probability=("gae_lambda",), non_negative=("ent_coef", "vf_coef")) + encoder_errors(cfg.algo.encoder, cfg.env)
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)

@@ -30,7 +30,7 @@ from torch import nn
 
 from rlsweep.algos.base import Algorithm, check_finite
 from rlsweep.buffers import ReplayBuffer
-from rlsweep.config import SACConfig, TrainConfig
+from rlsweep.config import SACConfig, TrainConfig, hyper_parameter_errors
 from rlsweep.nets import mlp
 from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
@@ -82,6 +82,12 @@ class SAC(Algorithm):
     name = "sac"
     config_class = SACConfig
     action_spaces = (gym.spaces.Box,)
+
+    @classmethod
+    def validate_config(cls, cfg: TrainConfig) -> list[str]:
+        return super().validate_config(cfg) + hyper_parameter_errors(
+            cfg.algo, positive=("batch_size", "buffer_size", "gradient_steps", "steps_per_iteration", "alpha"),
+            factor=("tau",), non_negative=("learning_starts",))
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)

@@ -48,7 +48,8 @@ def _cfg(quick: bool):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlsweep.config import register_configs, to_object
+    from rlsweep.algos import to_object
+    from rlsweep.config import register_configs
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -25,7 +25,8 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from rlsweep.config import register_configs, to_object
+    from rlsweep.algos import to_object
+    from rlsweep.config import register_configs
 
     register_configs()
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
@@ -166,6 +167,18 @@ class AlgorithmContract:
         assert seen["in_act"] == 0, (
             f"{seen['in_act']} forwards of train-mode networks timed as acting: the forward given to rt.policy "
             "must use the modules it is passed (the eval-mode twins), not self.<network>")
+
+    def test_checks_its_own_config(self) -> None:
+        """``validate_config`` accepts the tiny job and names a bad value in a line of text; the base
+        class's checks still run (an override adds to ``super().validate_config(cfg)``)."""
+        from rlsweep.algos import algorithm_class
+
+        cfg = self.cfg()
+        cls = algorithm_class(cfg.algo._target_)
+        assert cls.validate_config(cfg) == []
+        cfg.algo.lr = -1.0
+        errors = cls.validate_config(cfg)
+        assert all(isinstance(e, str) for e in errors) and any("algo.lr" in e for e in errors), errors
 
     def test_rejects_incompatible_env(self) -> None:
         from rlsweep.validate import validate
