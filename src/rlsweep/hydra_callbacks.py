@@ -32,7 +32,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from rlsweep.algos import to_object
-from rlsweep.launchers import SEED_KEY
+from rlsweep.launchers import SEED_KEY, max_parallel_error
 from rlsweep.records import (
     NEEDS_RESUME,
     OTHER_CONFIG,
@@ -266,10 +266,9 @@ def _launcher_errors(config: DictConfig) -> list[str]:
     a minute earlier than that, and a job receiving it checkpoints and requeues instead of training.
     Also a limit on local jobs at once (``hydra.launcher.max_parallel``) below 1.
     """
-    max_parallel = OmegaConf.select(config, "hydra.launcher.max_parallel", default=None)
-    if isinstance(max_parallel, int) and max_parallel < 1:
-        return [f"hydra.launcher.max_parallel={max_parallel}: at least 1 job must run at a time; "
-                "null = as many as fit: this machine's CPUs // each job's threads"]
+    parallel_error = max_parallel_error(OmegaConf.select(config, "hydra.launcher.max_parallel", default=None))
+    if parallel_error:
+        return [parallel_error]
     if not _runs_elsewhere(config):
         return []
     timeout_min = OmegaConf.select(config, "hydra.launcher.timeout_min", default=None)

@@ -30,6 +30,15 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def max_parallel_error(value: object) -> str | None:
+    """Why ``hydra.launcher.max_parallel=value`` cannot be; None when it can. The pre-flight check and
+    the launcher (which also runs when no check did, e.g. from Hydra's API) say it with these words."""
+    if isinstance(value, int) and value < 1:
+        return (f"hydra.launcher.max_parallel={value}: at least 1 job must run at a time; "
+                "null = as many as fit: this machine's CPUs // each job's threads")
+    return None
+
+
 def default_max_parallel(cpus: int, threads_per_job: int) -> int:
     """Jobs that fit side by side: ``cpus // threads_per_job``, at least 1 (a job wider than the machine runs alone)."""
     return max(1, cpus // max(1, threads_per_job))

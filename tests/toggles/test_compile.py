@@ -236,3 +236,22 @@ def test_a_rejected_vector_isa_leaves_no_verdict_so_every_job_probes(tmp_path, m
     assert inductor_config.cpp.vec_isa_ok is None
     inductor_config.cpp.vec_isa_ok = False  # TORCHINDUCTOR_VEC_ISA_OK=0: the user's word (the fixture undoes it)
     assert prepare_vec_isa(str(tmp_path)) == "user" and calls[0] == 2
+
+
+def test_the_vector_isa_probe_thread_imports_nothing(tmp_path) -> None:
+    """Every module the real probe needs is imported before its thread starts: a thread importing
+    setuptools (which adds and removes an import finder) beside the job's imports made one of those
+    fail. In a fresh process, as a job starts."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from rlsweep.toggles.compile import _import_probe_modules, prepare_vec_isa\n"
+            "_import_probe_modules()\n"
+            "before = set(sys.modules)\n"
+            f"prepare_vec_isa({str(tmp_path)!r})\n"
+            "print(sorted(set(sys.modules) - before))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "TORCHINDUCTOR_VEC_ISA_OK": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -150,11 +150,11 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
 
     def _limit(self, job_overrides: list[list[str]]) -> tuple[int, str]:
         """How many jobs may run at once, and why."""
-        from rlsweep.launchers import THREADS_KEY, default_max_parallel, job_threads, usable_cpus
+        from rlsweep.launchers import THREADS_KEY, default_max_parallel, job_threads, max_parallel_error, usable_cpus
 
         if self.max_parallel is not None:
-            if self.max_parallel < 1:
-                raise ValueError(f"hydra.launcher.max_parallel must be >= 1 (or null), got {self.max_parallel}")
+            if error := max_parallel_error(self.max_parallel):
+                raise ValueError(error)
             return self.max_parallel, "hydra.launcher.max_parallel"
         assert self.config is not None
         cpus = usable_cpus()

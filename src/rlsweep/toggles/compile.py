@@ -197,6 +197,25 @@ def prepare_vec_isa(cache_dir: str) -> str:
     return "probed"
 
 
+def _import_probe_modules() -> None:
+    """Import, in the calling thread, every module the probe would import in its own.
+
+    The probe reaches ``torch.utils.cpp_extension``, whose setuptools import adds a finder to
+    ``sys.meta_path`` and removes it again; done in the probe's thread while the job's thread
+    imports (``torch.compile``'s first call imports dozens of modules), a removal can make that
+    thread's import skip the path finder and fail (seen once: ModuleNotFoundError for
+    ``torch._dynamo.testing``, in a fresh venv whose cold bytecode caches make imports slow).
+    Importing holds the GIL either way, so the thread loses no overlap by this.
+    """
+    import torch._inductor.codecache
+    import torch._inductor.config
+    import torch._inductor.cpp_builder
+    import torch._inductor.cpu_vec_isa
+    import torch.utils.cpp_extension  # noqa: F401 -- setuptools, and its import-machinery hooks
+
+    import rlsweep.records  # noqa: F401 -- the verdict's writer
+
+
 class VecIsaProbe:
     """:func:`prepare_vec_isa` in a background thread from the job's start.
 
@@ -211,6 +230,7 @@ class VecIsaProbe:
     def __init__(self, cache_dir: str) -> None:
         self.outcome: str | None = None
         self.error: BaseException | None = None
+        _import_probe_modules()
         self._thread = threading.Thread(target=self._run, args=(cache_dir,), name="rlsweep-vec-isa", daemon=True)
         self._thread.start()
 
