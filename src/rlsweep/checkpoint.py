@@ -151,6 +151,9 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         "algo_counters": {"env_steps": algo.env_steps, "updates": algo.updates, "episodes": algo.episodes},
         "envs": pickle_envs(algo.envs),
         "rng": rng_state(),
+        # each seed's own stream (rt.draw) and the seeds that stopped (seeds_per_job)
+        "seed_rngs": [g.get_state() for g in algo.rt.rngs],
+        "failed_seeds": dict(algo.rt.failed),
         "timer": algo.timer.state_dict(),
         "runner": runner_state,
     }
@@ -269,9 +272,13 @@ def restore(payload: dict[str, Any], algo: Any) -> gym.vector.VectorEnv | None:
         if update.scaler is not None and scaler is not None:
             update.scaler.load_state_dict(scaler)
     counters = payload["algo_counters"]
-    algo.env_steps, algo.updates, algo.episodes = counters["env_steps"], counters["updates"], list(counters["episodes"])
+    algo.env_steps, algo.updates = counters["env_steps"], counters["updates"]
+    algo.episodes = [(*e, 0) if len(e) == 3 else tuple(e) for e in counters["episodes"]]  # 3: before seeds_per_job
     algo.timer.load_state_dict(payload["timer"])
     set_rng_state(payload["rng"])
+    for generator, state in zip(algo.rt.rngs, payload.get("seed_rngs", ()), strict=False):
+        generator.set_state(state)
+    algo.rt.failed = dict(payload.get("failed_seeds", {}))
     if payload["envs"] is None:
         return None
     return pickle.loads(payload["envs"])

@@ -179,6 +179,10 @@ class JobConfig:
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)  # returned to a Hydra sweeper
 
     seed: int = 0
+    # A sweep's seeds of one cell trained N at a time in one process, their networks stacked and
+    # their calls vectorised (rlsweep.seeds; docs/guide/seeds.md). Each seed keeps its own record,
+    # W&B run and evaluation. 1: one seed per job
+    seeds_per_job: int = 1
     total_env_steps: int = 100_000  # environment steps (over all envs) the job trains for
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     warmup_iters: int = 2  # iterations excluded from steady-state timings

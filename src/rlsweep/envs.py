@@ -15,8 +15,11 @@ from gymnasium.vector.utils import concatenate, iterate
 from rlsweep.config import EnvConfig
 
 
-def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int) -> gym.vector.VectorEnv:
+def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> gym.vector.VectorEnv:
     """A vector env with SAME_STEP autoreset and episode statistics, reset with ``seed``.
+
+    A list of seeds (``seeds_per_job``) splits the envs among them, seed by seed, and seeds each
+    seed's envs as a job of that seed alone seeds its own: env ``i`` of seed ``s`` with ``s + i``.
 
     SAME_STEP autoreset makes every step a real transition: when an episode ends, the step
     returns the next episode's first observation and the true last one in
@@ -45,8 +48,13 @@ def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int) -> gym.vector.Vector
         envs = gym.make_vec(env_cfg.id, num_envs=num_envs, vectorization_mode=env_cfg.vectorization,
                             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, wrappers=wrappers, **kwargs)
     envs = EpisodeStatistics(envs, game_key=GameStatistics.KEY if env_cfg.atari else None)
-    envs.action_space.seed(seed)
-    envs.reset(seed=seed)
+    if isinstance(seed, int):
+        envs.action_space.seed(seed)
+        envs.reset(seed=seed)
+    else:
+        per_seed = num_envs // len(seed)
+        envs.action_space.seed(seed[0])
+        envs.reset(seed=[s + i for s in seed for i in range(per_seed)])
     return envs
 
 
@@ -152,12 +160,15 @@ class EpisodeStatistics(VectorWrapper):
         return obs, rewards, terminated, truncated, info
 
 
-def finished_episodes(info: dict[str, Any]) -> list[tuple[float, int]]:
-    """(return, length) of every episode that ended in this vector step (gymnasium 1.x)."""
+def finished_episodes(info: dict[str, Any], by_env: bool = False) -> list[tuple[Any, ...]]:
+    """(return, length) of every episode that ended in this vector step (gymnasium 1.x); with ``by_env``,
+    (return, length, env index): a job that trains several seeds tells their episodes apart by it."""
     if "episode" not in info:
         return []
     mask = info["_episode"]
     ep = info["episode"]
+    if by_env:
+        return [(float(ep["r"][i]), int(ep["l"][i]), int(i)) for i in np.flatnonzero(mask)]
     return [(float(ep["r"][i]), int(ep["l"][i])) for i in np.flatnonzero(mask)]
 
 

@@ -12,6 +12,7 @@ A folder that already holds this job's finished (``ok``) record is never trained
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import inspect
 import logging
@@ -36,12 +37,14 @@ from rlsweep.records import (
     RESULT_FILE,
     STATUS_RUNNING,
     override_key,
+    read_group,
     read_record,
     resume_decision,
     write_result,
 )
 from rlsweep.results import fingerprint, provenance, utc_now
-from rlsweep.runner import resolve_device, train
+from rlsweep.runner import resolve_device, train_seeds
+from rlsweep.runtime import NonFiniteLossError
 from rlsweep.signals import Interrupted, skip_final_gc_at_exit, stop_requested
 from rlsweep.tracking import (
     JOB_TYPE_TRAIN,
@@ -121,69 +124,132 @@ def toggle_tags(cfg: TrainConfig) -> list[str]:
     return [cfg.algo.name, cfg.env.id, *toggles.tags(cfg), *cfg.logger.tags]
 
 
+@dataclasses.dataclass
+class _Seat:
+    """One seed a job trains: its config, where its record goes, its record and W&B run as they are made."""
+
+    cfg: TrainConfig
+    info: dict[str, Any]
+    resolved: dict[str, Any]
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+    resumed: Any = None
+    tracker: Tracker | None = None
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.info["output_dir"])
+
+
+def _seats(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) -> list[_Seat]:
+    """The seeds this job trains: its own, and under ``seeds_per_job`` the rest of its group, each as the
+    job of that seed alone would be (its folder, overrides, seed), as the launcher planned them."""
+    group = read_group(Path(info["sweep_dir"]), info["num"]) if info.get("sweep_dir") else None
+    if not group:
+        if tcfg.seeds_per_job > 1:
+            log.warning("seeds_per_job=%d: this job is not part of a sweep's group (a single run, or a launcher "
+                        "that does not group): it trains its own seed", tcfg.seeds_per_job)
+        return [_Seat(tcfg, info, resolved)]
+    sweep_dir = Path(info["sweep_dir"])
+    return [_Seat(dataclasses.replace(tcfg, seed=m["seed"]),
+                  {**info, "num": m["num"], "output_dir": str(sweep_dir / str(m["num"])), "overrides": m["overrides"]},
+                  {**resolved, "seed": m["seed"]}) for m in group]
+
+
 def train_job(cfg: DictConfig) -> dict[str, Any]:
-    """Run one job under Hydra; return its result record."""
+    """Run one job under Hydra -- with ``seeds_per_job``, the seeds of its group -- and return its result record.
+
+    Each seed trained writes its own record in its own job folder, as the job of that seed alone
+    would; the group's checkpoint is in this job's folder.
+    """
     skip_final_gc_at_exit()  # also in a launcher's job process (submitit), which does not start in train_entry
     stopped = stop_requested()  # the sweep was stopped while this job's process started: do not start
     if stopped is not None:
         raise KeyboardInterrupt(signal.Signals(stopped).name)
     info = job_info()
-    out_dir = Path(info["output_dir"])
     tcfg = to_object(cfg)
     # the launching process checked this already, but a Slurm node may differ (no GPU, ...)
     errors = validate(tcfg)
     if errors:
         raise ConfigError("; ".join(errors))
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    done = finished_record(out_dir, resolved, tcfg.resume)
-    if done is not None:
-        log.info("%s: finished before with the same config; kept as it is (resume=true)", out_dir)
-        return {**done, "skipped": True}
+    seats = _seats(tcfg, info, resolved)
+    todo, own_done = [], None
+    for seat in seats:
+        done = finished_record(seat.out_dir, seat.resolved, tcfg.resume)
+        if done is None:
+            todo.append(seat)
+        elif seat is seats[0]:
+            own_done = done
+    if not todo:
+        log.info("%s: finished before with the same config; kept as it is (resume=true)", seats[0].out_dir)
+        return {**(own_done or {}), "skipped": True}
     secrets = secret_values()
-    record, resumed = _first_record(tcfg, info, resolved)
-    # what remains if this process is killed outright; replaced by the final record below
-    write_result(out_dir, scrub({**record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
-    ckpt = out_dir / CHECKPOINT_FILE
-    tracker: Tracker | None = None
+    seeds = [seat.cfg.seed for seat in todo]
+    ckpt = seats[0].out_dir / (CHECKPOINT_FILE if len(todo) == 1 else f"checkpoint-seeds-{'-'.join(map(str, seeds))}.pt")
+    for seat in todo:
+        seat.record, seat.resumed = _first_record(seat.cfg, seat.info, seat.resolved, ckpt)
+        # what remains if this process is killed outright; replaced by the final record below
+        write_result(seat.out_dir, scrub({**seat.record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
     # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
     # is collected before the clock starts, not by a collection landing inside whichever job is next
     gc.collect()
     start = time.perf_counter()
     failed = True
     try:
-        tracker = _tracker(tcfg, info, resolved, record)
-        outcome = train(tcfg, on_iteration=tracker.log, checkpoint_path=ckpt, on_stop=tracker.preempted)
-        record.update(outcome.record())
-        record["measurement"] = measurement_state(outcome, info)
-        record["status"] = "ok"
+        for seat in todo:
+            seat.tracker = _tracker(seat.cfg, seat.info, seat.resolved, seat.record, concurrent=len(todo) > 1)
+        outcomes = train_seeds(todo[0].cfg, seeds, [seat.tracker.log for seat in todo if seat.tracker],
+                               checkpoint_path=ckpt, on_stop=lambda: [seat.tracker.preempted() for seat in todo
+                                                                      if seat.tracker])
+        for seat, outcome in zip(todo, outcomes, strict=True):
+            seat.record.update(outcome.record())
+            seat.record["measurement"] = measurement_state(outcome, seat.info)
+            seat.record["status"] = "ok" if outcome.failed is None else "failed"
+            seat.record["error"] = outcome.failed
         failed = False
-        ckpt.unlink(missing_ok=True)  # done: the record is the result; a rerun starts afresh
-        return record
+        ckpt.unlink(missing_ok=True)  # done: the records are the result; a rerun starts afresh
     except Interrupted as exc:
-        record.update(status="interrupted", error=str(exc), checkpoint=str(ckpt))
+        _mark(todo, status="interrupted", error=str(exc), checkpoint=str(ckpt))
         raise SweepInterrupted(str(exc)) from exc
     except KeyboardInterrupt as exc:  # outside the training loop's own handling (or a second Ctrl-C)
-        record.update(status="interrupted", error=f"interrupted ({exc or 'SIGINT'})",
-                      checkpoint=str(ckpt) if ckpt.is_file() else None)
+        _mark(todo, status="interrupted", error=f"interrupted ({exc or 'SIGINT'})",
+              checkpoint=str(ckpt) if ckpt.is_file() else None)
         raise
     except SystemExit:  # submitit requeues a preempted job by exiting after our checkpoint
-        record.update(status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
+        _mark(todo, status="interrupted", error="preempted: checkpoint written, requeued", checkpoint=str(ckpt))
         raise
     except BaseException as exc:
-        record["error"] = traceback.format_exc()
+        _mark(todo, error=traceback.format_exc())
         if type(exc).__name__ == "UncompletedJobError" and "timed-out too many times" in str(exc):
             # submitit's verdict at a time-out after the last allowed requeue: the checkpoint is written
             requeues = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-            record.update(status="timed_out", requeues=requeues, checkpoint=str(ckpt), error=(
+            _mark(todo, status="timed_out", requeues=requeues, checkpoint=str(ckpt), error=(
                 f"timed out after {requeues} requeue(s) (hydra.launcher.max_num_timeout): checkpoint written; "
                 "resume=true continues from it"))
         raise
     finally:
-        _finish(record, tcfg, resumed, tracker, failed, wall_s=time.perf_counter() - start)
-        write_result(out_dir, scrub(record, secrets))
+        wall_s = time.perf_counter() - start
+        for seat in todo:
+            _finish(seat.record, seat.cfg, seat.resumed, seat.tracker, failed or seat.record["status"] != "ok",
+                    wall_s=wall_s)
+            if len(todo) > 1:
+                seat.record["group"] = {"seeds": seeds, "jobs": [s.info["num"] for s in todo], "leader": info["num"]}
+            write_result(seat.out_dir, scrub(seat.record, secrets))
+    if todo[0] is not seats[0]:  # this job's own seed had finished before: only others of its group trained
+        return {**(own_done or {}), "skipped": True}
+    if todo[0].record["status"] != "ok":  # this job's seed stopped early: the job failed, as it would alone
+        raise NonFiniteLossError(todo[0].record["error"])
+    return todo[0].record
 
 
-def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _mark(seats: list[_Seat], **fields: Any) -> None:
+    """Set ``fields`` in the record of every seed the job trains (they stop together)."""
+    for seat in seats:
+        seat.record.update(fields)
+
+
+def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any],
+                  ckpt: Path) -> tuple[dict[str, Any], Any]:
     """The job's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
     out_dir = Path(info["output_dir"])
     record: dict[str, Any] = {
@@ -202,7 +268,6 @@ def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, A
     }
     # a checkpoint left by an earlier attempt: resumed from when whole and of this config, else
     # the job starts afresh and says why (the runner loads only what passes the same check)
-    ckpt = out_dir / CHECKPOINT_FILE
     resumed, record["checkpoint_rejected"] = checkpoint.check(ckpt, tcfg)
     record["resumed_from"] = None if resumed is None else {
         "checkpoint": str(ckpt), "env_steps": resumed["env_steps"], "written_at": resumed.get("written_at"),
@@ -219,8 +284,9 @@ def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, A
     return record, resumed
 
 
-def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], record: dict[str, Any]) -> Tracker:
-    """The job's W&B run: its name, group, tags and nested config."""
+def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], record: dict[str, Any],
+             concurrent: bool = False) -> Tracker:
+    """The job's W&B run: its name, group, tags and nested config (``concurrent``: beside other seeds' runs)."""
     out_dir = Path(info["output_dir"])
     columns = {k: v for k, v in flatten(resolved).items() if k not in INVOCATION_KEYS}
     return Tracker(
@@ -235,6 +301,7 @@ def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], 
                      **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
                      **_provenance_columns(record["provenance"])}),
         run_id=stable_run_id(out_dir),
+        concurrent=concurrent,
     )
 
 

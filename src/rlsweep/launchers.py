@@ -20,6 +20,7 @@ from typing import Any
 #: the config key of a job's intra-op threads (``backend.num_threads``) and of its repeat (``seed``)
 THREADS_KEY = "backend.num_threads"
 SEED_KEY = "seed"
+SEEDS_PER_JOB_KEY = "seeds_per_job"
 
 
 def usable_cpus() -> int:
@@ -86,6 +87,37 @@ def seed_major_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
     seeds = [(_override_values(o, SEED_KEY) or [""])[-1] for o in job_overrides]
     rank = {s: i for i, s in enumerate(dict.fromkeys(seeds))}
     return sorted(range(len(job_overrides)), key=lambda i: rank[seeds[i]])
+
+
+def seed_groups(job_overrides: Sequence[Sequence[str]], base_seeds_per_job: Any) -> list[list[int]]:
+    """The sweep's jobs as the processes that train them (``seeds_per_job``): lists of job indices.
+
+    Jobs of one cell (the same overrides but ``seed``) are grouped ``seeds_per_job`` at a time, in
+    the order the sweep lists them; the last group of a cell may be smaller. The first job of a
+    group trains them all, each seed writing its own record in its own job's folder. With
+    ``seeds_per_job=1`` (the default) every job is a group of its own.
+    """
+    groups: list[list[int]] = []
+    open_groups: dict[tuple[str, ...], list[int]] = {}
+    for i, overrides in enumerate(job_overrides):
+        given = _override_values(overrides, SEEDS_PER_JOB_KEY)
+        try:
+            size = int(given[-1] if given else base_seeds_per_job or 1)
+        except ValueError:
+            size = 1  # the pre-flight refused anything else; a value it did not see trains alone
+        cell = tuple(o for o in overrides if o.partition("=")[0].lstrip("+") != SEED_KEY)
+        group = open_groups.get(cell)
+        if group is None or len(group) >= size or not _override_values(overrides, SEED_KEY):
+            group = open_groups[cell] = []
+            groups.append(group)
+        group.append(i)
+    return groups
+
+
+def group_members(job_overrides: Sequence[Sequence[str]], group: Sequence[int], first_num: int) -> list[dict[str, Any]]:
+    """What the job that trains ``group`` needs of each member: its number, seed and overrides."""
+    return [{"num": first_num + i, "seed": int(_override_values(job_overrides[i], SEED_KEY)[-1]),
+             "overrides": list(job_overrides[i])} for i in group]
 
 
 def submitted_message(sweep_dir: str, array_ids: Sequence[str], num_jobs: int) -> str:

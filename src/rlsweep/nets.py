@@ -75,25 +75,37 @@ class MLP(nn.Sequential):
 
         None where that does not hold: autocast on (the output layer leaves it), or a layer other
         than ``nn.Linear``/``OutputLinear`` with a bias, or :class:`~rlsweep.runtime.Activation`.
+
+        Parameters stacked over seeds (a :class:`~rlsweep.seeds.SeedStack`'s, seeds first) give the
+        same per seed with ``baddbmm``, on inputs whose rows are the seeds' rows one seed after another.
         """
         if any(torch.is_autocast_enabled(p.device.type) for p in self.parameters()):
             return None
         ops: list[Callable[[torch.Tensor], torch.Tensor]] = []
+        seeds = 0
         for layer in self._modules.values():
             kind = type(layer)
             if kind is Activation:
                 ops.append(layer.fn)  # type: ignore[union-attr]
             elif kind in (nn.Linear, OutputLinear) and layer._parameters["bias"] is not None:
                 bias = layer._parameters["bias"].detach()  # type: ignore[union-attr]
-                weight_t = layer._parameters["weight"].detach().t()  # type: ignore[union-attr]
-                ops.append(lambda x, bias=bias, weight_t=weight_t: torch.addmm(bias, x, weight_t))
+                weight = layer._parameters["weight"].detach()  # type: ignore[union-attr]
+                if weight.dim() == 3:  # stacked: (seeds, out, in)
+                    seeds = weight.shape[0]
+                    bias, weight_t = bias.unsqueeze(1), weight.transpose(1, 2)
+                    ops.append(lambda x, bias=bias, weight_t=weight_t: torch.baddbmm(bias, x, weight_t))
+                else:
+                    weight_t = weight.t()
+                    ops.append(lambda x, bias=bias, weight_t=weight_t: torch.addmm(bias, x, weight_t))
             else:
                 return None
 
         def forward(x: torch.Tensor) -> torch.Tensor:
+            if seeds:
+                x = x.unflatten(0, (seeds, -1))
             for op in ops:
                 x = op(x)
-            return x
+            return x.flatten(0, 1) if seeds else x
 
         return forward
 

@@ -75,11 +75,12 @@ def compiles(cfg: TrainConfig) -> bool:
 
 def run_until_warm(cfg: TrainConfig) -> dict[str, Any]:
     """Train ``cfg`` in this process until its one-off costs are paid; what that took."""
-    from rlsweep.runner import train
+    from rlsweep.runner import train_seeds
 
     quiet = dataclasses.replace(cfg, progress=False)
     t0 = time.perf_counter()
-    outcome = train(quiet, until_warm=True)
+    # as many seeds as the cell's jobs train together: their compiled shapes have the seeds in them
+    outcome = train_seeds(quiet, [cfg.seed + i for i in range(cfg.seeds_per_job)], until_warm=True)[0]
     return {"wall_s": round(time.perf_counter() - t0, 3), "env_steps": outcome.env_steps,
             "compile_s": outcome.compile.get("compile_s"), "cache": outcome.compile.get("cache")}
 

@@ -20,6 +20,8 @@ from typing import Any
 SCHEMA_VERSION = 1
 RESULT_FILE = "result.json"
 MULTIRUN_FILE = "multirun.yaml"
+#: in a sweep's folder: the jobs each job trains together under seeds_per_job, by its number
+GROUPS_FILE = "seed_groups.json"
 
 STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "interrupted", "running"
 
@@ -97,6 +99,26 @@ def read_record(out_dir: Path) -> dict[str, Any] | None:
     """The result record in ``out_dir``; None when there is none or it cannot be read."""
     record = read_json(Path(out_dir) / RESULT_FILE)
     return record if isinstance(record, dict) else None
+
+
+def write_groups(sweep_dir: Path, nums: Sequence[int], groups: Mapping[int, list[dict[str, Any]]]) -> None:
+    """Record which jobs train together (``seeds_per_job``): ``groups`` maps a job's number to its group's
+    members (``num``, ``seed``, ``overrides``), itself first. Entries of the jobs ``nums`` left by an
+    earlier launch of the sweep are replaced; a job in no group trains alone."""
+    path = sweep_dir / GROUPS_FILE
+    old = read_json(path) if path.is_file() else {}
+    stale = {str(n) for n in nums}
+    kept = {k: v for k, v in (old or {}).items() if k not in stale}
+    if groups or kept or path.is_file():
+        write_json_atomic(path, {**kept, **{str(k): v for k, v in groups.items()}})
+
+
+def read_group(sweep_dir: Path, num: int | None) -> list[dict[str, Any]] | None:
+    """The members of the group job ``num`` of the sweep in ``sweep_dir`` trains (None: it trains alone)."""
+    path = sweep_dir / GROUPS_FILE
+    if num is None or not path.is_file():
+        return None
+    return (read_json(path) or {}).get(str(num))
 
 
 def last_line(text: Any) -> str:

@@ -12,7 +12,7 @@ import logging
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,11 @@ import torch
 
 from rlsweep import checkpoint
 from rlsweep.algos import algorithm_class
-from rlsweep.algos.base import Algorithm
+from rlsweep.algos.base import Algorithm, seeds_together_refusal
 from rlsweep.compile_stats import CompileStats
-from rlsweep.config import TrainConfig
+from rlsweep.config import ConfigError, TrainConfig
 from rlsweep.envs import evaluate, make_envs
+from rlsweep.seeds import only_seed
 from rlsweep.signals import StopSignals
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import applied_toggles
@@ -70,6 +71,10 @@ class TrainOutcome:
     # the state the job started in: "process" is "fresh" for the first training run of its
     # process (which pays the process's warm-up), else "warm"; see rlsweep.prepare
     measurement: dict[str, Any] = field(default_factory=dict)
+    # seeds_per_job: the seeds trained in this process with this one (None: it trained alone)
+    group: dict[str, Any] | None = None
+    # why this seed stopped early while the seeds beside it trained on (a non-finite loss); None: it did not
+    failed: str | None = None
     algo: Algorithm | None = field(default=None, repr=False)
 
     def record(self) -> dict[str, Any]:
@@ -95,6 +100,7 @@ class LoopState:
     requeues: int = 0
     resumed_at_env_steps: list[int] = field(default_factory=list)
     compile_s_before: float = 0.0
+    failed: str | None = None  # why this seed stopped while others trained on (seeds_per_job)
 
 
 def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
@@ -111,42 +117,71 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
     ``on_stop`` runs after that checkpoint and before the job is requeued or interrupted (the job
     flushes W&B there: a requeue kills the whole Slurm step, W&B's helper process included).
     """
+    hooks = None if on_iteration is None else [on_iteration]
+    return train_seeds(cfg, (cfg.seed,), hooks, checkpoint_path, on_stop, until_warm)[0]
+
+
+def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[IterationHook] | None = None,
+                checkpoint_path: Path | None = None, on_stop: Callable[[], None] | None = None,
+                until_warm: bool = False) -> list[TrainOutcome]:
+    """:func:`train` for each of ``seeds``, all of them together in this process (``seeds_per_job``).
+
+    The algorithm holds every seed's networks stacked and ``cfg.algo.num_envs`` envs per seed, each
+    seeded as a job of that seed alone seeds them (:mod:`rlsweep.seeds`); ``on_iteration`` has one
+    hook per seed. One outcome per seed, in order: its episodes, evaluation and whether it failed
+    are its own; the timings, compile and throughput (per seed) are the group's.
+    """
     device = resolve_device(cfg.device)
     runs_before = _RUNS_IN_PROCESS[0]
     _RUNS_IN_PROCESS[0] += 1
     stop = StopSignals()
-    with applied_toggles(cfg, device) as (rt, states):
-        seed_everything(cfg.seed)
+    cls = algorithm_class(cfg.algo._target_)
+    if len(seeds) > 1 and not cls.seeds_together:
+        raise ConfigError(seeds_together_refusal(cls))
+    with applied_toggles(cfg, device) as (rt, toggle_states):
+        rt.set_seeds(tuple(seeds))
+        seed_everything(seeds[0])
         compile_stats = CompileStats()
         rt.compile_stats = compile_stats
         torch.use_deterministic_algorithms(cfg.deterministic)
-        envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
+        envs = make_envs(cfg.env, cfg.algo.num_envs * len(seeds), seeds[0] if len(seeds) == 1 else list(seeds))
         try:
             timer = PhaseTimer(device)
-            algo = algorithm_class(cfg.algo._target_)(cfg, envs, rt, timer)
-            state = LoopState()
+            algo = cls(cfg, envs, rt, timer)
+            states = [LoopState() for _ in seeds]
             payload = checkpoint.load(checkpoint_path, cfg) if checkpoint_path else None
             if payload is not None:
                 restored = checkpoint.restore(payload, algo)
                 if restored is not None:
                     envs.close()
                     envs = algo.envs = restored
-                state = LoopState(**payload["runner"])
-                state.requeues += 1
-                state.resumed_at_env_steps.append(algo.env_steps)
+                runner = payload["runner"]
+                states = [LoopState(**st) for st in runner.get("per_seed", [runner])]
+                for st in states:
+                    st.requeues += 1
+                    st.resumed_at_env_steps.append(algo.env_steps)
                 log.info("resumed from %s at %d env steps", checkpoint_path, algo.env_steps)
             stop.install()
-            log.info("training %s on %s: %d env steps, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
-                     device)
-            outcome = _loop(cfg, algo, timer, state, compile_stats, on_iteration, stop, checkpoint_path, on_stop,
-                            until_warm)
-            outcome.toggles = {k: v.as_dict() for k, v in states.items()}
-            outcome.compile = compile_stats.summary(cfg.compile.mode)
-            outcome.compile["compile_s"] = round(outcome.compile["compile_s"] + state.compile_s_before, 6)
-            outcome.device = str(device)
-            outcome.measurement = {"process": "warm" if runs_before else "fresh", "runs_before_in_process": runs_before}
-            outcome.learning.update(_final_evaluation(cfg, algo, max_episodes=1 if until_warm else None))
-            return outcome
+            log.info("training %s on %s: %d env steps%s, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
+                     f" for each of {len(seeds)} seeds together" if len(seeds) > 1 else "", device)
+            outcomes = _loop(cfg, algo, timer, states, compile_stats, on_iteration, stop, checkpoint_path, on_stop,
+                             until_warm)
+            compile_summary = compile_stats.summary(cfg.compile.mode)
+            compile_summary["compile_s"] = round(compile_summary["compile_s"] + states[0].compile_s_before, 6)
+            for k, outcome in enumerate(outcomes):
+                outcome.toggles = {name: v.as_dict() for name, v in toggle_states.items()}
+                outcome.compile = copy.deepcopy(compile_summary)
+                outcome.device = str(device)
+                outcome.measurement = {"process": "warm" if runs_before else "fresh",
+                                       "runs_before_in_process": runs_before}
+                if len(seeds) > 1:
+                    outcome.group = {"seeds": list(seeds), "index": k}
+                outcome.failed = states[k].failed
+                if outcome.failed is None:
+                    with only_seed(k) if len(seeds) > 1 else contextlib.nullcontext():
+                        outcome.learning.update(_final_evaluation(
+                            cfg, algo, max_episodes=1 if until_warm else None, seed=seeds[k]))
+            return outcomes
         finally:
             stop.uninstall()
             compile_stats.uninstall()
@@ -154,15 +189,15 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
             envs.close()
 
 
-def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState, compile_stats: CompileStats,
-          on_iteration: IterationHook | None, stop: StopSignals, checkpoint_path: Path | None,
-          on_stop: Callable[[], None] | None = None, until_warm: bool = False) -> TrainOutcome:
+def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[LoopState], compile_stats: CompileStats,
+          on_iteration: Sequence[IterationHook] | None, stop: StopSignals, checkpoint_path: Path | None,
+          on_stop: Callable[[], None] | None = None, until_warm: bool = False) -> list[TrainOutcome]:
     from tqdm import tqdm
 
     iterations = algo.num_iterations(cfg.total_env_steps)
     steps_per_iter = algo.iteration_env_steps
     warmup = cfg.warmup_iters
-    s = state
+    s = states[0]  # what every seed shares: the loop's counters are the same in each seed's state
     start = time.perf_counter() - s.wall_offset_s
     last_checkpoint = time.perf_counter()
     bar = tqdm(total=iterations * steps_per_iter, initial=s.iteration * steps_per_iter, unit="step",
@@ -173,9 +208,13 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
 
     def save_checkpoint() -> None:
         assert checkpoint_path is not None
-        s.wall_offset_s = time.perf_counter() - start
+        for st in states:
+            st.wall_offset_s = time.perf_counter() - start
         runner_state = asdict(s)
         runner_state["compile_s_before"] = s.compile_s_before + compile_stats.total_compile_s()
+        if len(states) > 1:
+            runner_state["per_seed"] = [{**asdict(st), "compile_s_before": runner_state["compile_s_before"]}
+                                        for st in states]
         checkpoint.save(checkpoint_path, cfg, algo, runner_state)
 
     skip_guards = cfg.compile.skip_guards_after_warmup and cfg.compile.mode != "none"
@@ -198,17 +237,22 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
             metrics = algo.iteration()
             timer.end_iteration()  # CUDA: the iteration's one sync, so dt includes its device work
             dt = time.perf_counter() - t0
-            _count_iteration(s, metrics, dt, steps_per_iter, algo.updates - updates_before, recording)
             wall = time.perf_counter() - start
             new_eps = algo.episodes[n_episodes:]
             n_episodes = len(algo.episodes)
-            _record_episodes(s, new_eps, wall)
+            for k, st in enumerate(states):
+                _count_iteration(st, metrics, dt, steps_per_iter, algo.updates - updates_before, recording)
+                if st.failed is not None:
+                    continue
+                st.failed = algo.rt.failed.get(k)  # this iteration's loss was not finite: its last record
+                mine = [e for e in new_eps if e[3] == k]
+                _record_episodes(st, mine, wall)
+                if on_iteration is not None:
+                    row = _iteration_row(algo, _seed_metrics(metrics, k), dt, steps_per_iter, recording, wall, mine)
+                    on_iteration[k](row, algo.env_steps)
             bar.update(steps_per_iter)
             if new_eps:
                 bar.set_postfix(ret=f"{np.mean([e[0] for e in new_eps]):.1f}", refresh=False)
-            if on_iteration is not None:
-                on_iteration(_iteration_row(algo, metrics, dt, steps_per_iter, recording, wall, new_eps),
-                             algo.env_steps)
             if checkpoint_path is not None and s.iteration < iterations:
                 if stop.signum is not None:
                     save_checkpoint()
@@ -221,7 +265,12 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, state: LoopState
     finally:
         stance.close()
         bar.close()
-    return _outcome(s, timer, algo, iterations, warmup, until_warm)
+    return [_outcome(st, timer, algo, iterations, warmup, until_warm) for st in states]
+
+
+def _seed_metrics(metrics: dict[str, Any], k: int) -> dict[str, Any]:
+    """Seed ``k``'s metrics of an iteration: a list holds one value per seed, anything else is every seed's."""
+    return {name: v[k] if isinstance(v, list) else v for name, v in metrics.items()}
 
 
 def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per_iter: int, updates: int,
@@ -237,16 +286,16 @@ def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per
         s.per_iter_rate.append(round(steps_per_iter / dt, 3))
 
 
-def _record_episodes(s: LoopState, new_eps: list[tuple[float, int, int]], wall: float) -> None:
+def _record_episodes(s: LoopState, new_eps: list[tuple[float, int, int, int]], wall: float) -> None:
     """The learning curve: each finished episode's return at its env step and wall time."""
-    for ret, _length, at_step in new_eps:
+    for ret, _length, at_step, _seed in new_eps:
         s.curve_steps.append(at_step)
         s.curve_wall.append(round(wall, 4))
         s.curve_return.append(ret)
 
 
 def _iteration_row(algo: Algorithm, metrics: dict[str, Any], dt: float, steps_per_iter: int, recording: bool,
-                   wall: float, new_eps: list[tuple[float, int, int]]) -> dict[str, Any]:
+                   wall: float, new_eps: list[tuple[float, int, int, int]]) -> dict[str, Any]:
     """One iteration's metrics for the tracker (W&B), namespaced."""
     row: dict[str, Any] = {f"train/{k}": v for k, v in metrics.items()}
     row["perf/iteration_env_steps_per_s"] = steps_per_iter / dt
@@ -302,11 +351,12 @@ def _warm(s: LoopState, warmup: int, compile_stats: CompileStats) -> bool:
             or s.updating_iters >= max(1, warmup) + _MAX_EXTRA_WARM_ITERS)
 
 
-def _final_evaluation(cfg: TrainConfig, algo: Algorithm, max_episodes: int | None = None) -> dict[str, Any]:
+def _final_evaluation(cfg: TrainConfig, algo: Algorithm, max_episodes: int | None = None,
+                      seed: int | None = None) -> dict[str, Any]:
     episodes = cfg.eval_episodes if max_episodes is None else min(cfg.eval_episodes, max_episodes)
     if episodes <= 0:
         return {"final_return": None, "final_return_std": None, "eval_episodes": 0}
-    returns = evaluate(algo.act_deterministic, cfg.env, episodes, seed=cfg.seed + 10_000)
+    returns = evaluate(algo.act_deterministic, cfg.env, episodes, seed=(cfg.seed if seed is None else seed) + 10_000)
     return {
         "final_return": float(np.mean(returns)),
         "final_return_std": float(np.std(returns)),

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsweep.seeds import stack_builds
 from rlsweep.update import Update
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ class Activation(nn.Module):
 _NO_AUTOCAST = contextlib.nullcontext()  # reusable: one object for every float32 forward (acting calls it per step)
 
 
+class NonFiniteLossError(FloatingPointError):
+    """Raised when a loss becomes NaN/inf: the job stops instead of silently diverging."""
+
+
 class Runtime:
     """Behaviour switches set by the toggles, used by the algorithms.
 
@@ -94,6 +99,93 @@ class Runtime:
         # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
         self.channels_last = False
         self._update: Update | None = None  # the gradient step being taken (rt.minimize's)
+        # seeds_per_job: the seeds this process trains together, their random streams, and the
+        # reason each seed that failed stopped (by index into seed_values)
+        self.seed_values: tuple[int, ...] = (0,)
+        self.rngs: list[torch.Generator] = [_seed_rng(0, device)]
+        self.failed: dict[int, str] = {}
+
+    # -- seeds trained together ----------------------------------------------------------------
+    @property
+    def seeds(self) -> int:
+        """How many seeds this process trains together (``seeds_per_job``; 1 for a job of one seed)."""
+        return len(self.seed_values)
+
+    def set_seeds(self, seeds: tuple[int, ...]) -> None:
+        self.seed_values = tuple(seeds)
+        self.rngs = [_seed_rng(s, self.device) for s in self.seed_values]
+        self.failed = {}
+
+    def per_seed(self, build: Callable[[], Any]) -> Any:
+        """``build()``'s networks, once per seed: each built after ``torch.manual_seed(seed)``.
+
+        With one seed, what ``build`` returns. With several, each module it returns becomes a
+        :class:`~rlsweep.seeds.SeedStack` of the seeds' copies (tuples and dicts item by item):
+        build every network the algorithm trains in this one call, so each seed's initial
+        parameters are the ones a job of that seed alone starts from.
+        """
+        builds = []
+        for seed in self.seed_values:
+            torch.manual_seed(seed)
+            builds.append(build())
+        return builds[0] if len(builds) == 1 else stack_builds(builds)
+
+    def draw(self, fn: Callable[[torch.Generator], torch.Tensor], dim: int = 0) -> torch.Tensor:
+        """``fn(generator)`` for each seed's own random stream, the results concatenated along ``dim``
+        (the envs' dimension): a seed's random numbers never depend on the seeds beside it."""
+        if len(self.rngs) == 1:
+            return fn(self.rngs[0])
+        return torch.cat([fn(g) for g in self.rngs], dim)
+
+    def draw_per_seed(self, fn: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
+        """``fn(generator)`` for each seed, stacked along a new leading seed dimension (none with one seed):
+        a step's per-seed argument, such as a minibatch permutation."""
+        if len(self.rngs) == 1:
+            return fn(self.rngs[0])
+        return torch.stack([fn(g) for g in self.rngs])
+
+    def rows(self, x: torch.Tensor, env_dim: int) -> torch.Tensor:
+        """``x``'s dimensions up to ``env_dim`` (the envs of every seed, seed by seed) as rows, seed-major:
+        what a network's forward takes (``x.flatten(0, env_dim)`` with one seed)."""
+        if self.seeds == 1:
+            return x.flatten(0, env_dim)
+        return x.unflatten(env_dim, (self.seeds, -1)).movedim(env_dim, 0).flatten(0, env_dim + 1)
+
+    def unrows(self, y: torch.Tensor, lead: tuple[int, ...]) -> torch.Tensor:
+        """The inverse of :meth:`rows`: ``y``'s rows back into the ``lead`` dimensions they came from."""
+        if self.seeds == 1:
+            return y.unflatten(0, lead)
+        *before, envs = lead
+        out = y.unflatten(0, (self.seeds, *before, envs // self.seeds))
+        return out.movedim(0, len(before)).flatten(len(before), len(before) + 1)
+
+    def by_seed(self, x: torch.Tensor, env_dim: int) -> torch.Tensor:
+        """:meth:`rows` with the seeds as a leading dimension of their own: the gradient step's arguments
+        (:meth:`update` vmaps the step over that dimension). With one seed, the rows."""
+        r = self.rows(x, env_dim)
+        return r if self.seeds == 1 else r.unflatten(0, (self.seeds, -1))
+
+    def per_env(self, t: torch.Tensor, envs_per_seed: int) -> torch.Tensor:
+        """A per-seed tensor (seeds first) repeated for each of the seed's envs; with one seed, as is."""
+        return t if self.seeds == 1 else t.repeat_interleave(envs_per_seed, 0)
+
+    def check_finite(self, loss: torch.Tensor, update: int) -> None:
+        """Stop a seed whose ``loss`` (one per seed last, or a scalar) is NaN or infinite; one host sync.
+
+        With one seed it raises :class:`NonFiniteLossError`. With several, the seed is marked failed
+        (its record says so; the others train on, unaffected: nothing is shared between seeds), and
+        it raises once every seed has failed.
+        """
+        finite = torch.isfinite(loss)
+        if self.seeds == 1:
+            if not bool(finite.all()):
+                raise NonFiniteLossError(f"non-finite loss at update {update}")
+            return
+        for k, ok in enumerate(finite.reshape(-1, self.seeds).all(0).tolist()):
+            if not ok and k not in self.failed:
+                self.failed[k] = f"non-finite loss at update {update}"
+        if len(self.failed) == self.seeds:
+            raise NonFiniteLossError(f"non-finite loss at update {update} in every seed")
 
     # -- host <-> device -------------------------------------------------------------------
     def h2d(self, array: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -212,6 +304,13 @@ class Runtime:
         if self.inplace:
             return x.sub_(mean).div_(std + eps)
         return (x - mean) / (std + eps)
+
+
+def _seed_rng(seed: int, device: torch.device) -> torch.Generator:
+    """A seed's own random stream for an algorithm's draws, apart from the one its networks were built from."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(int(np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0] >> 1))
+    return generator
 
 
 class PinnedStaging:

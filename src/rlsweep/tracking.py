@@ -291,7 +291,7 @@ def _internal_errors(run_dir: str | Path) -> list[str]:
 
 
 class Tracker:
-    """One W&B run for one job (or nothing, in ``disabled`` mode).
+    """One W&B run for one job -- for one seed of a job that trains several -- (or nothing, in ``disabled`` mode).
 
     ``cfg`` is resolved with :func:`resolved_logger` (``settings``); the run is written under
     ``output_dir`` unless the config or WANDB_DIR names another folder.
@@ -308,6 +308,7 @@ class Tracker:
         tags: list[str],
         config: dict[str, Any],
         run_id: str,
+        concurrent: bool = False,
     ) -> None:
         self.errors: list[str] = []
         self.run: Any = None
@@ -333,7 +334,8 @@ class Tracker:
                 id=run_id,
                 resume="allow",
                 dir=self.settings.dir or str(output_dir),
-                reinit="finish_previous",
+                # a job that trains several seeds (seeds_per_job) keeps one run per seed open at once
+                reinit="create_new" if concurrent else "finish_previous",
                 settings=wandb.Settings(
                     console="off",  # the job's output stays in the job's log, not in W&B
                     x_disable_stats=True,  # no sampling thread competing with the timed loop

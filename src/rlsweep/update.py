@@ -98,6 +98,14 @@ class Update:
         refusals = [r for r in map(single_graph_refusal, self.optimizers) if r]
         #: why the compiled step keeps backward() + step() (None: it is one graph, or the step is eager)
         self.eager_reason: str | None = None
+        #: seeds trained together (rt.seeds): > 1 vmaps the whole step over them, which needs the single graph
+        self.seeds = rt.seeds
+        if self.seeds > 1:
+            if self.scaler is not None or refusals:
+                raise ValueError(f"seeds_per_job={self.seeds} takes each gradient step for every seed at once, "
+                                 "with the optimizer's formulas written in rlsweep.update; this step cannot: "
+                                 + ("float16's GradScaler" if self.scaler is not None else refusals[0]))
+            single_graph = True
         if single_graph is None:
             single_graph = rt.compiles(name)
             if single_graph and (self.scaler is not None or refusals):
@@ -121,7 +129,9 @@ class Update:
         #: per optimizer, what the single-graph step reads: the same objects call after call (dynamo
         #: guards on them), filled in place
         self._bound: list[Any] = [None] * len(self.optimizers)
-        self._fn = rt.compile(step, name)
+        #: inside the vectorised step: one seed's (parameters and buffers by name, optimizer states)
+        self._seed: tuple[dict[str, torch.Tensor], list[Any]] | None = None
+        self._fn = rt.compile(step if self.seeds == 1 else self._vectorised, name)
 
     def __call__(self, *args: Any) -> Any:
         if self.single_graph:
@@ -129,12 +139,36 @@ class Update:
                 self._refresh(i)
         self.rt._update = self
         try:
-            out = self._fn(*args)
+            if self.seeds == 1:
+                out = self._fn(*args)
+            else:  # the stacks and the optimizers' state, passed in: vmap hands each seed its own slices
+                held = {n: t.detach() for n, t in (*self._params, *self._root.named_buffers())}
+                out = self._fn(held, [bound[2] for bound in self._bound], *args)
         finally:
             self.rt._update = None
         if self.scaler is not None:
             self.scaler.update()  # once per gradient step, after every optimizer it scaled
         return out
+
+    def _vectorised(self, held: dict[str, torch.Tensor], states: list[Any], *args: Any) -> Any:
+        """The step once per seed, vectorised: every tensor argument and state tensor has the seeds first.
+
+        An optimizer's step counters are one scalar for all seeds (they step together); the rest of
+        its state and every parameter are stacked, and each seed's step writes into its own slices.
+        """
+        from rlsweep.seeds import per_seed_step
+
+        def one_seed(own: dict[str, torch.Tensor], own_states: list[Any], *own_args: Any) -> Any:
+            self._seed = (own, own_states)
+            try:
+                with per_seed_step():
+                    return self.step(*own_args)
+            finally:
+                self._seed = None
+
+        state_dims = torch.utils._pytree.tree_map(lambda t: None if t.dim() == 0 else 0, states)
+        arg_dims = tuple(0 if isinstance(a, torch.Tensor) else None for a in args)
+        return torch.func.vmap(one_seed, in_dims=(0, state_dims, *arg_dims))(held, states, *args)
 
     # -- eager: autograd and torch.optim ------------------------------------------------------------
     def minimize(self, loss_fn: Callable[[], Any], optimizer: torch.optim.Optimizer, max_grad_norm: float | None,
@@ -164,7 +198,7 @@ class Update:
         index = next(i for i, o in enumerate(self.optimizers) if o is optimizer)
         names = self._names[index]
         # every other parameter enters detached: the loss is differentiated for this optimizer's only
-        frozen = {n: p.detach() for n, p in self._params}
+        frozen = {n: p.detach() for n, p in self._params} if self._seed is None else self._seed[0]
 
         def loss_of(own: dict[str, torch.Tensor]) -> Any:
             # each parameter is swapped once, under its first name: a module held twice (PPO's Atari
@@ -179,9 +213,13 @@ class Update:
         # the groups as _refresh last copied them: torch.optim's own dicts are not read here, as a
         # learning-rate schedule writes into them at every step and dynamo would guard on them
         groups, lrs, states, _, _ = self._bound[index]
+        if self._seed is not None:  # this seed's slices of the stacked parameters and state
+            states = self._seed[1][index]
         start = 0
         for (params, hyper), lr, state in zip(groups, lrs, states, strict=True):
             end = start + len(params)
+            if self._seed is not None:
+                params = [frozen[n] for n in names[start:end]]
             _STEPS[type(optimizer)](params, grad_list[start:end], state, hyper, lr)
             start = end
         if has_aux:
@@ -261,6 +299,9 @@ def clip_grad_norm(grads: Sequence[torch.Tensor], max_norm: float) -> list[torch
 
 
 # -- the optimizers' updates: torch.optim's single-tensor formulas on its state ---------------------
+# Each result is computed out of place and copied into the state: the same values as torch.optim's
+# in-place lerp_/addcmul_/addcdiv_, and under vmap (seeds_per_job > 1) those in-place ops have no
+# batching rule, so vmap would run them seed by seed.
 @torch.no_grad()
 def _adam(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
           group: dict[str, Any], lr: torch.Tensor, decoupled: bool = False) -> None:
@@ -277,9 +318,9 @@ def _adam(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: 
                 p.mul_(1 - lr * weight_decay)
             else:
                 g = g.add(p, alpha=weight_decay)
-        m.lerp_(g, 1 - beta1)
-        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        p.addcdiv_(m, (v.sqrt() / (bias2_sqrt * step_size_neg)).add_(eps / step_size_neg))
+        m.copy_(torch.lerp(m, g, 1 - beta1))
+        v.copy_(torch.addcmul(v * beta2, g, g, value=1 - beta2))
+        p.copy_(torch.addcdiv(p, m, v.sqrt() / (bias2_sqrt * step_size_neg) + eps / step_size_neg))
 
 
 @torch.no_grad()
@@ -299,14 +340,14 @@ def _rmsprop(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], stat
         s += 1
         if weight_decay != 0:
             g = g.add(p, alpha=weight_decay)
-        sq.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+        sq.copy_(torch.addcmul(sq * alpha, g, g, value=1 - alpha))
         if ga is not None:
-            ga.lerp_(g, 1 - alpha)
-            avg = sq.addcmul(ga, ga, value=-1).sqrt_().add_(eps)
+            ga.copy_(torch.lerp(ga, g, 1 - alpha))
+            avg = sq.addcmul(ga, ga, value=-1).sqrt() + eps
         else:
-            avg = sq.sqrt().add_(eps)
+            avg = sq.sqrt() + eps
         if buf is not None:
-            buf.mul_(momentum).addcdiv_(g, avg)
+            buf.copy_(torch.addcdiv(buf * momentum, g, avg))
             p.sub_(lr * buf)
         else:
             p.sub_(lr * g / avg)

@@ -32,6 +32,8 @@ __all__ = ["ConfigError", "seed_errors", "validate"]
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 #: evaluation runs all its episodes side by side, one env each
 MAX_EVAL_EPISODES = 1000
+#: seeds one process trains together (each holds num_envs envs and its networks in memory)
+MAX_SEEDS_PER_JOB = 1024
 
 
 def seed_errors(seed: Any) -> list[str]:
@@ -133,6 +135,11 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
     errors += atari_errors(cfg.env)  # also registers ale-py's ids (ALE/Pong-v5) for the checks below
     algo_cls = algorithm_class(cfg.algo._target_)
     errors += algo_cls.validate_config(cfg)  # the algorithm's hyper-parameters, by the algorithm itself
+    errors += positive_errors("seeds_per_job", cfg.seeds_per_job, MAX_SEEDS_PER_JOB)
+    if cfg.seeds_per_job > 1 and not algo_cls.seeds_together:
+        from rlsweep.algos.base import seeds_together_refusal
+
+        errors.append(seeds_together_refusal(algo_cls))
     space = _env_action_space(cfg.env.id, errors)
     if space is not None and not isinstance(space, algo_cls.action_spaces):
         import gymnasium as gym

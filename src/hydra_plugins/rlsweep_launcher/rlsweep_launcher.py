@@ -39,7 +39,7 @@ from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf, SlurmQueueConf
 from omegaconf import OmegaConf, open_dict
 
-from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, read_record
+from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, last_line, read_record
 from rlsweep.signals import STOP_MARKER
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,49 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
     return out
 
 
+def _plan_groups(config: Any, job_overrides: Any, initial_job_idx: int, sweep_dir: Path) -> list[list[int]]:
+    """The jobs grouped into processes by ``seeds_per_job`` (indices into ``job_overrides``; see
+    :func:`rlsweep.launchers.seed_groups`), written to the sweep's groups file for the jobs to read."""
+    from rlsweep.launchers import group_members, seed_groups
+    from rlsweep.records import write_groups
+
+    groups = seed_groups(job_overrides, OmegaConf.select(config, "seeds_per_job", default=1))
+    write_groups(sweep_dir, range(initial_job_idx, initial_job_idx + len(job_overrides)),
+                 {initial_job_idx + g[0]: group_members(job_overrides, g, initial_job_idx) for g in groups if len(g) > 1})
+    if len(groups) < len(job_overrides):
+        log.info(f"seeds_per_job: {len(job_overrides)} jobs trained by {len(groups)} processes")
+    return groups
+
+
+def _leaders_in_order(groups: list[list[int]], job_overrides: Any) -> list[int]:
+    """The jobs that train a group (each group's first), seed-major (:func:`rlsweep.launchers.seed_major_order`)."""
+    from rlsweep.launchers import seed_major_order
+
+    leaders = [g[0] for g in groups]
+    return [leaders[k] for k in seed_major_order([job_overrides[i] for i in leaders])]
+
+
+def _returns(groups: list[list[int]], led: dict[int, JobReturn], job_overrides: Any, initial_job_idx: int,
+             sweep_dir: Path) -> list[JobReturn]:
+    """Hydra's returns in job order: a group's first job's own, and each other member's from the record its
+    group wrote for it (failed where that record is not ``ok``)."""
+    out: dict[int, JobReturn] = {}
+    for group in groups:
+        out[group[0]] = led[group[0]]
+        for i in group[1:]:
+            folder = sweep_dir / str(initial_job_idx + i)
+            record = read_record(folder) or {}
+            ok = record.get("status") == STATUS_OK
+            ret = JobReturn(overrides=list(job_overrides[i]), status=JobStatus.COMPLETED if ok else JobStatus.FAILED)
+            ret.working_dir = str(folder)
+            ret.return_value = record if ok else JobDied(
+                f"rlsweep: job {initial_job_idx + i} (trained by job {initial_job_idx + group[0]}, seeds_per_job) "
+                f"ended {record.get('status', 'without a record')}: {last_line(record.get('error'))}; "
+                f"its record: {folder}")
+            out[i] = ret
+    return [out[i] for i in range(len(job_overrides))]
+
+
 def _finished(job_dir: Path) -> bool:
     return (read_record(job_dir) or {}).get("status") == STATUS_OK
 
@@ -168,8 +211,6 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         return _executor(self._EXECUTOR, self.params)
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        from rlsweep.launchers import seed_major_order
-
         assert self.config is not None
         jobs_overrides = [list(o) for o in job_overrides]
         num_jobs = len(jobs_overrides)
@@ -189,7 +230,8 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
                               prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, limit), in_process=False,
                               launcher=type(self).__name__)
         singletons = Singleton.get_state()
-        pending = deque(seed_major_order(jobs_overrides))
+        groups = _plan_groups(self.config, jobs_overrides, initial_job_idx, sweep_dir)
+        pending = deque(_leaders_in_order(groups, jobs_overrides))
         jobs: dict[int, Any] = {}
         running: list[int] = []
         stop_marker = sweep_dir / STOP_MARKER
@@ -209,7 +251,8 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
                 if pending:
                     time.sleep(POLL_S)
             # in job order, as the plugin returns them
-            return [self._result(jobs[i], initial_job_idx + i, jobs_overrides[i], sweep_dir) for i in range(num_jobs)]
+            led = {i: self._result(jobs[i], initial_job_idx + i, jobs_overrides[i], sweep_dir) for i in jobs}
+            return _returns(groups, led, jobs_overrides, initial_job_idx, sweep_dir)
         except KeyboardInterrupt:
             if pending:
                 log.warning(f"interrupted: {len(pending)} job(s) not started: "
@@ -294,8 +337,6 @@ class BasicLauncher(basic_launcher.BasicLauncher):
     """
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        from rlsweep.launchers import seed_major_order
-
         setup_globals()
         assert self.hydra_context is not None
         assert self.config is not None
@@ -310,8 +351,9 @@ class BasicLauncher(basic_launcher.BasicLauncher):
                               prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, 1), in_process=True,
                               launcher=type(self).__name__)
         log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
+        groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
         runs: dict[int, JobReturn] = {}
-        for i in seed_major_order(job_overrides):
+        for i in _leaders_in_order(groups, job_overrides):
             idx = initial_job_idx + i
             overrides = list(job_overrides[i])
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
@@ -322,7 +364,7 @@ class BasicLauncher(basic_launcher.BasicLauncher):
             runs[i] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
                               config=sweep_config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        return [runs[i] for i in range(len(job_overrides))]
+        return _returns(groups, runs, job_overrides, initial_job_idx, sweep_dir)
 
 
 @dataclass
@@ -400,18 +442,23 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         if "mode" in self.config.hydra.sweep:
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
         self._prepare(executor, sweep_dir, job_overrides, initial_job_idx)
+        groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
+        leaders = [g[0] for g in groups]
         job_params = []
         singletons = Singleton.get_state()  # a deep copy of Hydra's global state: once, not per job (40 ms each)
-        for i, overrides in enumerate(job_overrides):
+        for i in leaders:
             idx = initial_job_idx + i
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
-            job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons))
-        jobs = executor.map_array(self, *zip(*job_params))
-        write_manifest(sweep_dir, [(initial_job_idx + i, list(o), j.job_id)
-                                   for i, (o, j) in enumerate(zip(job_overrides, jobs))], type(self).__name__)
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(job_overrides[i]))}")
+            job_params.append((list(job_overrides[i]), "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons))
+        jobs = dict(zip(leaders, executor.map_array(self, *zip(*job_params)), strict=True))
+        # every job, under the Slurm task that trains it (a group's members under its first job's)
+        task = {i: jobs[g[0]] for g in groups for i in g}
+        write_manifest(sweep_dir, [(initial_job_idx + i, list(o), task[i].job_id) for i, o in enumerate(job_overrides)],
+                       type(self).__name__)
         if self.wait:
-            return [j.results()[0] for j in jobs]
-        array_ids = [str(j.job_id).split("_", 1)[0] for j in jobs]
+            led = {i: j.results()[0] for i, j in jobs.items()}
+            return _returns(groups, led, job_overrides, initial_job_idx, sweep_dir)
+        array_ids = [str(j.job_id).split("_", 1)[0] for j in jobs.values()]
         SESSION.submitted.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
         returns = []
         for overrides in job_overrides:

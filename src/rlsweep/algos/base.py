@@ -12,12 +12,8 @@ import torch
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import ACTIVATIONS, AlgoConfig, TrainConfig, choice_errors, hyper_parameter_errors, positive_errors
 from rlsweep.envs import finished_episodes
-from rlsweep.runtime import Runtime
+from rlsweep.runtime import NonFiniteLossError, Runtime
 from rlsweep.timing import PhaseTimer
-
-
-class NonFiniteLossError(FloatingPointError):
-    """Raised when a loss becomes NaN/inf: the job stops instead of silently diverging."""
 
 
 class Algorithm(ABC):
@@ -33,6 +29,10 @@ class Algorithm(ABC):
     config_class: ClassVar[type[AlgoConfig]] = AlgoConfig
     #: gymnasium action-space classes the algorithm can drive
     action_spaces: ClassVar[tuple[type[gym.Space], ...]]
+    #: whether it can train several seeds in one process (``seeds_per_job > 1``): it builds its networks
+    #: with ``rt.per_seed``, draws its random numbers with ``rt.draw``, treats ``envs`` as every seed's
+    #: envs one seed after another, and hands ``rt.update`` each seed's batch (``rt.by_seed``)
+    seeds_together: ClassVar[bool] = False
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         self.cfg = cfg
@@ -40,9 +40,10 @@ class Algorithm(ABC):
         self.rt = rt
         self.timer = timer
         self.device = rt.device
-        self.env_steps = 0
+        self.env_steps = 0  # of one seed: every seed a job trains together steps as many
         self.updates = 0
-        self.episodes: list[tuple[float, int, int]] = []  # (return, length, env_steps at end)
+        #: (return, length, env_steps at its end, index of its seed in rt.seed_values)
+        self.episodes: list[tuple[float, int, int, int]] = []
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
@@ -96,10 +97,23 @@ class Algorithm(ABC):
     def load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`extra_state` returned."""
 
-    def record_episodes(self, finished: list[tuple[float, int]]) -> None:
-        """Note episodes that ended now, as ``(return, length)`` pairs (``finished_episodes(info)``)."""
-        for ret, length in finished:
-            self.episodes.append((ret, length, self.env_steps))
+    def record_episodes(self, finished: list[tuple[Any, ...]]) -> None:
+        """Note episodes that ended now: ``(return, length)`` pairs (``finished_episodes(info)``), or
+        ``(return, length, env index)`` (``finished_episodes(info, by_env=True)``), which a job that
+        trains several seeds needs to tell whose episode it was."""
+        per_seed = self.envs.num_envs // self.rt.seeds
+        for ret, length, *env in finished:
+            self.episodes.append((ret, length, self.env_steps, env[0] // per_seed if env else 0))
+
+    @property
+    def reset_seed(self) -> int | list[int]:
+        """What ``envs.reset(seed=...)`` takes to seed every env as a job of its seed alone seeds them:
+        the job's seed (env ``i`` gets ``seed + i``), or with several seeds one per env."""
+        seeds = self.rt.seed_values
+        if len(seeds) == 1:
+            return seeds[0]
+        per_seed = self.envs.num_envs // len(seeds)
+        return [s + i for s in seeds for i in range(per_seed)]
 
     def to_device(self, batch: dict[str, np.ndarray], obs_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
         """A replay batch's fields copied to the device (``rt.h2d``: pin_memory, non_blocking), timed as "h2d".
@@ -129,9 +143,16 @@ class Algorithm(ABC):
             for i in ended:
                 real_next[i] = info["final_obs"][i]
         buffer.add(obs, actions, reward, real_next, terminated)
-        self.env_steps += len(actions)
-        self.record_episodes(finished_episodes(info))
+        self.env_steps += len(actions) // self.rt.seeds
+        self.record_episodes(finished_episodes(info, by_env=True))
         return obs_after
+
+
+def seeds_together_refusal(cls: type[Algorithm]) -> str:
+    """Why ``cls`` cannot train several seeds in one process (the pre-flight and the runner say it alike)."""
+    return (f"seeds_per_job > 1: {cls.__name__} cannot train several seeds together: it does not set "
+            "seeds_together = True (an algorithm written for it builds its networks with rt.per_seed and draws "
+            "its random numbers with rt.draw; docs/guide/seeds.md); use seeds_per_job=1")
 
 
 def check_finite(loss: torch.Tensor, update: int) -> None:

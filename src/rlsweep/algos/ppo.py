@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.algos.base import Algorithm, check_finite
+from rlsweep.algos.base import Algorithm
 from rlsweep.config import PPOConfig, TrainConfig, hyper_parameter_errors
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import GaussianLogStd, NatureCNN, SharedEncoder, encoder_errors, mlp, uses_cnn
@@ -62,6 +62,7 @@ class PPO(Algorithm):
     name = "ppo"
     config_class = PPOConfig
     action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
+    seeds_together = True
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
@@ -78,7 +79,6 @@ class PPO(Algorithm):
         self.act_dim = int(act_space.n) if self.discrete else int(np.prod(act_space.shape))
         if not self.discrete:
             self.act_low, self.act_high = act_space.low, act_space.high
-        dev = self.device
         self.cnn = uses_cnn(a.encoder, obs_space.shape, obs_space.dtype)
         self.obs_dtype = torch.uint8 if self.cnn else torch.float32  # frames are scaled on the device
         self.obs_shape = tuple(obs_space.shape) if self.cnn else (int(np.prod(obs_space.shape)),)
@@ -86,24 +86,23 @@ class PPO(Algorithm):
             encoder = NatureCNN(obs_space.shape, rt)
             self.joint: nn.Module | None = SharedEncoder(
                 encoder, mlp(encoder.features, [], self.act_dim, rt, a.activation, out_gain=0.01),
-                mlp(encoder.features, [], 1, rt, a.activation, out_gain=1.0)).to(dev)
+                mlp(encoder.features, [], 1, rt, a.activation, out_gain=1.0)).to(self.device)
             self.actor = nn.Sequential(self.joint.encoder, self.joint.actor_head)
             self.critic = nn.Sequential(self.joint.encoder, self.joint.critic_head)
         else:
             self.joint = None
-            self.actor = mlp(self.obs_shape[0], a.hidden_sizes, self.act_dim, rt, a.activation, out_gain=0.01).to(dev)
-            self.critic = mlp(self.obs_shape[0], a.hidden_sizes, 1, rt, a.activation, out_gain=1.0).to(dev)
-        self.std = GaussianLogStd(self.act_dim, a.log_std_init).to(dev)  # the Gaussian's; unused with discrete actions
+            self.actor, self.critic = rt.per_seed(self._mlps)
+        self.std = rt.per_seed(lambda: GaussianLogStd(self.act_dim, a.log_std_init).to(self.device))  # unused if discrete
         params = [*(self.joint or nn.ModuleList([self.actor, self.critic])).parameters()]
         if not self.discrete:
             params.append(self.std.log_std)
-        self.lr = torch.tensor(a.lr, device=dev)  # a tensor: annealing changes a value, not the compiled graph
+        self.lr = torch.tensor(a.lr, device=self.device)  # a tensor: annealing changes a value, not the compiled graph
         self.optimizer = torch.optim.Adam(params, lr=self.lr, eps=1e-5)
         self.policy = rt.policy(timer, self.actor, self.critic, obs_dtype=self.obs_dtype)
         self.update = rt.update(self._update_step, self.modules(), self.optimizers())
 
-        n, s = a.num_envs, a.num_steps
-        self.batch_size = n * s
+        n, s = envs.num_envs, a.num_steps  # every seed's envs (seeds_per_job), seed by seed
+        self.batch_size = a.num_envs * s  # one seed's
         self.minibatch_size = min(a.minibatch_size, self.batch_size)
         # the rollout, on the host: a numpy row write per step is cheaper than indexing a torch tensor
         self.obs_host = np.zeros((s, n, *self.obs_shape), dtype=np.uint8 if self.cnn else np.float32)
@@ -115,9 +114,15 @@ class PPO(Algorithm):
         self.logits_host = np.zeros((s, n, self.act_dim), dtype=np.float32) if self.discrete else None
         # the rollout on the device and its log-probabilities and values, made before each update
         self.obs_buf = self.act_buf = self.logp_buf = self.val_buf = torch.empty(0)
-        self.next_obs, _ = envs.reset(seed=cfg.seed)
+        self.next_obs, _ = envs.reset(seed=self.reset_seed)
         self.iterations_done = 0
         self.total_iterations = 1
+
+    def _mlps(self) -> tuple[nn.Module, nn.Module]:
+        """The actor and the critic of vector observations (one seed's: ``rt.per_seed`` builds them per seed)."""
+        a, dim = self.a, self.obs_shape[0]
+        return (mlp(dim, a.hidden_sizes, self.act_dim, self.rt, a.activation, out_gain=0.01).to(self.device),
+                mlp(dim, a.hidden_sizes, 1, self.rt, a.activation, out_gain=1.0).to(self.device))
 
     @property
     def iteration_env_steps(self) -> int:
@@ -172,27 +177,31 @@ class PPO(Algorithm):
 
     # -- acting --------------------------------------------------------------------------------
     def _noise(self, steps: int) -> torch.Tensor:
-        """The rollout's action noise: Gumbel (discrete) or standard normal (continuous), drawn at once."""
+        """The rollout's action noise: Gumbel (discrete) or standard normal (continuous), drawn at once,
+        each seed's from its own stream."""
         shape = (steps, self.a.num_envs, self.act_dim)
         if self.discrete:
-            u = torch.rand(shape, device=self.device).clamp_(1e-12, 1.0 - 1e-7)
+            u = self.rt.draw(lambda g: torch.rand(shape, device=self.device, generator=g), dim=1).clamp_(1e-12, 1.0 - 1e-7)
             return u.log_().neg_().log_().neg_()  # -log(-log(u))
-        return torch.randn(shape, device=self.device)
+        return self.rt.draw(lambda g: torch.randn(shape, device=self.device, generator=g), dim=1)
+
+    def _std(self) -> torch.Tensor:
+        """The Gaussian's standard deviation for each env's action (each seed's own)."""
+        return self.rt.per_env(self.log_std.exp(), self.a.num_envs)
 
     def _evaluate(self, obs: torch.Tensor, act: torch.Tensor, logits: torch.Tensor | None, noise: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor]:
         """(log-probabilities of the taken actions, values) of a (steps, envs) rollout: batched critic
         forwards, and no actor forward (the logits acting kept, or the noise: action = mean + std * noise)."""
-        critic = self.policy.modules[1]
-        steps, envs = obs.shape[:2]
-        chunk = max(1, _EVAL_CHUNK_ROWS // envs)
-        with torch.no_grad(), self.policy.views, self.rt.autocast():
-            value = torch.cat([critic(part.reshape(-1, *self.obs_shape)) for part in obs.split(chunk)]).reshape(steps, envs)
+        critic, rt = self.policy.modules[1], self.rt
+        chunk = max(1, _EVAL_CHUNK_ROWS // obs.shape[1])
+        with torch.no_grad(), self.policy.views, rt.autocast():
+            value = torch.cat([rt.unrows(critic(rt.rows(part, 1)), part.shape[:2]) for part in obs.split(chunk)]).squeeze(-1)
         with torch.no_grad():
             if logits is not None:
                 logp = torch.log_softmax(logits, dim=-1).gather(-1, act.unsqueeze(-1)).squeeze(-1)
             else:
-                logp = (-0.5 * noise.pow(2) - self.log_std - 0.5 * _LOG_2PI).sum(-1)
+                logp = (-0.5 * noise.pow(2) - self._std().log() - 0.5 * _LOG_2PI).sum(-1)
         return logp, value
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
@@ -209,7 +218,7 @@ class PPO(Algorithm):
             self.lr.fill_((1.0 - self.iterations_done / max(1, self.total_iterations)) * a.lr)
         noise = self._noise(a.num_steps)
         with torch.no_grad():  # the rollout's noise on the host, as the sampling below adds it
-            noise_host = rt.d2h(noise if self.discrete else self.log_std.exp() * noise)
+            noise_host = rt.d2h(noise if self.discrete else self._std() * noise)
         self.done_host.fill(0.0)
         next_obs = self.next_obs
         for step in range(a.num_steps):
@@ -228,7 +237,7 @@ class PPO(Algorithm):
             next_obs, reward, terminated, truncated, info = self.envs.step(env_action)
             timer.stop("env_step", t)
             self.rew_host[step] = reward
-            self.env_steps += a.num_envs
+            self.env_steps += a.num_envs  # each seed's
             if "final_obs" in info:  # SAME_STEP autoreset: only where an episode ended
                 self._episodes_ended(step, terminated, truncated, info)
         self.next_obs = next_obs
@@ -253,10 +262,16 @@ class PPO(Algorithm):
         only_truncated = truncated & ~terminated
         if only_truncated.any():  # time limit: bootstrap from the true last observation
             idx = np.flatnonzero(only_truncated)
-            final = torch.as_tensor(np.stack([info["final_obs"][i] for i in idx]), dtype=self.obs_dtype, device=self.device)
+            if self.rt.seeds == 1:
+                final = np.stack([info["final_obs"][i] for i in idx])
+            else:  # every env's row, so that each seed's critic sees its own envs
+                final = np.array(self.obs_host[step])
+                final[idx] = np.stack([info["final_obs"][i] for i in idx])
             with torch.no_grad():
-                self.rew_host[step, idx] += self.a.gamma * self.critic(final).squeeze(-1).cpu().numpy()
-        self.record_episodes(finished_episodes(info))
+                value = self.critic(torch.as_tensor(final, dtype=self.obs_dtype, device=self.device)).squeeze(-1)
+            value = value.cpu().numpy()
+            self.rew_host[step, idx] += self.a.gamma * (value if self.rt.seeds == 1 else value[idx])
+        self.record_episodes(finished_episodes(info, by_env=True))
 
     def _update(self, rewards: np.ndarray, dones: np.ndarray, last_obs: torch.Tensor) -> dict[str, float]:
         """GAE over the rollout (on the host: its sequential tiny steps cost less in numpy), then every epoch."""
@@ -266,18 +281,19 @@ class PPO(Algorithm):
             advantages = self.rt.h2d(_gae(rewards, dones, self.val_buf.cpu().numpy(), last_value.cpu().numpy(),
                                           a.gamma, a.gae_lambda))
             returns = advantages + self.val_buf
-        batch = (self.obs_buf.reshape(-1, *self.obs_shape), self.act_buf.reshape(self.batch_size, *self.act_buf.shape[2:]),
-                 self.logp_buf.reshape(-1), advantages.reshape(-1), returns.reshape(-1), self.val_buf.reshape(-1))
-        mb = self.minibatch_size
+        # each seed's rollout as one batch (seeds first when several: the step is vmapped over them)
+        batch = tuple(self.rt.by_seed(x, 1) for x in (self.obs_buf, self.act_buf, self.logp_buf, advantages, returns,
+                                                     self.val_buf))
+        mb, size = self.minibatch_size, self.batch_size
         losses = []
         for _ in range(a.update_epochs):
-            perm = torch.randperm(self.batch_size, device=self.device)
-            for k in range(self.batch_size // mb):
-                losses.append(self.update(*batch, perm[k * mb : (k + 1) * mb]))
+            perm = self.rt.draw_per_seed(lambda g: torch.randperm(size, device=self.device, generator=g))
+            for k in range(size // mb):
+                losses.append(self.update(*batch, perm[..., k * mb : (k + 1) * mb]))
                 self.updates += 1
         stats = torch.stack(losses)  # one host sync per iteration, not per minibatch
-        check_finite(stats[:, 0], self.updates)
-        mean = stats.mean(0).tolist()
+        self.rt.check_finite(stats[..., 0], self.updates)
+        mean = stats.mean(0).movedim(-1, 0).tolist()  # per statistic: a value, or one per seed
         return {"loss": mean[0], "policy_loss": mean[1], "value_loss": mean[2], "entropy": mean[3],
                 "approx_kl": mean[4], "lr": float(self.lr), "updated": 1.0}
 

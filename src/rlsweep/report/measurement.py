@@ -154,6 +154,9 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
         threads = fp.get("num_threads")
         threads = int(threads) if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1
+        group = rec.get("group") if isinstance(rec.get("group"), dict) else {}
+        if group.get("jobs") and group["jobs"][0] != info.get("num"):
+            threads = 0  # seeds_per_job: its group's first seed's process kept these threads busy, counted once
         # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;
         # local jobs share the launching process's affinity mask (usable_cpus)
         cores = fp.get("cpu_count") if info.get("slurm_job_id") else fp.get("usable_cpus") or fp.get("cpu_count")

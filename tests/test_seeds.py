@@ -1,0 +1,154 @@
+"""seeds_per_job: several seeds trained in one process, their networks stacked (rlsweep.seeds).
+
+What must hold: a seed trained beside others is the seed trained alone (same initial networks,
+envs, random streams; its numbers equal within float tolerance), one seed's failure stays its own,
+and a sweep writes one record and one W&B run per seed, in each seed's own job folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import COMMON, TINY, read_wandb_run, run_train, tiny_cfg
+
+from rlsweep.launchers import seed_groups
+from rlsweep.runner import train, train_seeds
+from rlsweep.runtime import Runtime
+
+SEEDS = [3, 4, 5]
+
+
+def _runtime(seeds: list[int]) -> Runtime:
+    rt = Runtime(torch.device("cpu"))
+    rt.set_seeds(tuple(seeds))
+    return rt
+
+
+@pytest.mark.parametrize("seeds", [[7], [0, 1, 2]])
+def test_rows_put_each_seeds_envs_together_and_unrows_undoes_it(seeds: list[int]) -> None:
+    rt = _runtime(seeds)
+    steps, envs_per_seed = 5, 2
+    # value = 100 * seed index + 10 * env + step: where every element came from is readable
+    x = torch.tensor([[100 * (e // envs_per_seed) + 10 * (e % envs_per_seed) + t
+                       for e in range(envs_per_seed * len(seeds))] for t in range(steps)])
+    rows = rt.rows(x.unsqueeze(-1), 1)
+    assert rows.shape == (len(seeds) * steps * envs_per_seed, 1)
+    for k in range(len(seeds)):  # seed k's rows are one block, in the order a job of that seed alone flattens them
+        block = rows[k * steps * envs_per_seed:(k + 1) * steps * envs_per_seed, 0]
+        assert block.tolist() == [100 * k + 10 * e + t for t in range(steps) for e in range(envs_per_seed)]
+    assert torch.equal(rt.unrows(rows, (steps, envs_per_seed * len(seeds))), x.unsqueeze(-1))
+    batch = rt.by_seed(x, 1)
+    assert batch.shape == ((steps * envs_per_seed,) if len(seeds) == 1 else (len(seeds), steps * envs_per_seed))
+
+
+def test_each_seeds_random_stream_is_its_own() -> None:
+    """A seed's draws are the same beside any other seeds, and differ from its neighbours'."""
+    draw = lambda g: torch.rand(4, generator=g)  # noqa: E731
+    alone = _runtime([4]).draw(draw)
+    together = _runtime([3, 4, 5]).draw(draw).view(3, 4)
+    assert torch.equal(together[1], alone)
+    assert not torch.equal(together[0], together[1])
+
+
+def _params(algo: object, name: str, k: int, seeds: int) -> dict[str, torch.Tensor]:
+    module = getattr(algo, name)
+    return (module.seed_module(k) if seeds > 1 else module).state_dict()
+
+
+@pytest.mark.parametrize("env", ["cartpole", "pendulum"])
+def test_a_seed_trained_beside_others_is_the_seed_trained_alone(env: str) -> None:
+    """Eager float32: same episodes, and after the first iterations the same networks within float
+    tolerance (the grouped step is vectorised autograd, the single one torch.optim's own step)."""
+    cfg = tiny_cfg("ppo", f"env={env}", "total_env_steps=128", "eval_episodes=2")
+    together = train_seeds(cfg, SEEDS)
+    for k, seed in enumerate(SEEDS):
+        alone = train(dataclasses.replace(cfg, seed=seed))
+        grouped = together[k]
+        assert grouped.group == {"seeds": SEEDS, "index": k} and alone.group is None
+        assert grouped.env_steps == alone.env_steps and grouped.updates == alone.updates
+        assert grouped.learning["curve"]["episode_return"] == alone.learning["curve"]["episode_return"]
+        for name in ("actor", "critic", "std"):
+            mine, theirs = _params(together[0].algo, name, k, len(SEEDS)), _params(alone.algo, name, 0, 1)
+            for key, value in theirs.items():
+                torch.testing.assert_close(mine[key], value, rtol=1e-4, atol=1e-5)
+        assert grouped.learning["eval_returns"] == pytest.approx(alone.learning["eval_returns"], rel=1e-3)
+
+
+def test_a_seed_whose_loss_is_not_finite_stops_alone() -> None:
+    """One seed's parameters poisoned after the first iteration: it is recorded failed with the reason,
+    the others train on, unaffected (their numbers are those of their runs alone)."""
+    cfg = tiny_cfg("ppo", "total_env_steps=192", "eval_episodes=1")
+    poisoned = 1
+
+    def hook_for(k: int):  # noqa: ANN202
+        def hook(row: dict, env_steps: int) -> None:
+            if k == poisoned and env_steps == 64:
+                with torch.no_grad():
+                    holder[0].actor.stack[0].weight[poisoned].fill_(float("nan"))
+        return hook
+
+    holder: list = []
+    import rlsweep.runner as runner
+
+    real_loop = runner._loop
+
+    def loop(cfg_, algo, *args, **kwargs):  # noqa: ANN001, ANN202 - the algorithm, reachable from the hook
+        holder.append(algo)
+        return real_loop(cfg_, algo, *args, **kwargs)
+
+    runner._loop = loop
+    try:
+        outcomes = train_seeds(cfg, SEEDS, [hook_for(k) for k in range(len(SEEDS))])
+    finally:
+        runner._loop = real_loop
+    assert outcomes[poisoned].failed is not None and "non-finite loss" in outcomes[poisoned].failed
+    assert "final_return" not in outcomes[poisoned].learning
+    for k in (0, 2):
+        assert outcomes[k].failed is None and outcomes[k].learning["final_return"] is not None
+        alone = train(dataclasses.replace(cfg, seed=SEEDS[k]))
+        assert outcomes[k].learning["curve"]["episode_return"] == alone.learning["curve"]["episode_return"]
+
+
+def test_a_sweeps_seeds_are_grouped_per_cell_in_the_sweeps_order() -> None:
+    jobs = [["compile=none", f"seed={s}"] for s in range(5)] + [["compile=default", f"seed={s}"] for s in range(5)]
+    assert seed_groups(jobs, 2) == [[0, 1], [2, 3], [4], [5, 6], [7, 8], [9]]
+    assert seed_groups(jobs, 1) == [[i] for i in range(10)]
+    # a value given per cell, as a swept toggle is: seeds_per_job=1,3 compares them
+    swept = [[f"seeds_per_job={n}", f"seed={s}"] for n in (1, 3) for s in range(3)]
+    assert seed_groups(swept, 1) == [[0], [1], [2], [3, 4, 5]]
+    assert seed_groups([["lr=1"], ["lr=2"]], 8) == [[0], [1]]  # no seed swept: nothing to group
+
+
+def test_a_sweep_with_seeds_per_job_writes_each_seeds_record_and_run(tmp_path: Path) -> None:
+    """The real entry point: 3 seeds, 2 per job: 2 processes' worth of training, 3 records, 3 W&B runs."""
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", "algo=ppo", *TINY["ppo"], *COMMON, "logger.mode=offline", "seed=0,1,2",
+                      "seeds_per_job=2", f"hydra.sweep.dir={sweep}", "eval_episodes=1"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads((sweep / str(n) / "result.json").read_text()) for n in range(3)]
+    assert [r["status"] for r in records] == ["ok"] * 3
+    assert [r["seed"] for r in records] == [0, 1, 2]
+    assert [r["job"]["num"] for r in records] == [0, 1, 2]
+    assert records[0]["group"] == records[1]["group"] == {"seeds": [0, 1], "jobs": [0, 1], "leader": 0}
+    assert records[2].get("group") is None  # the cell's last seed trained alone
+    assert "seed=1" in records[1]["overrides"] and records[1]["config"]["seed"] == 1
+    runs = [read_wandb_run(r["logging"]["wandb_run_dir"]) for r in records]
+    assert len({r["run_id"] for r in runs}) == 3
+    assert [r["config"]["seed"] for r in runs] == [0, 1, 2]
+    for run, record in zip(runs, records, strict=True):
+        assert run["exit_code"] == 0
+        assert run["summary"]["learning/final_return"] == pytest.approx(record["learning"]["final_return"])
+
+
+def test_an_algorithm_that_cannot_train_seeds_together_is_refused_before_launch(tmp_path: Path) -> None:
+    proc = run_train(["-m", "algo=dqn", *TINY["dqn"], *COMMON, "seed=0,1", "seeds_per_job=2",
+                      f"hydra.sweep.dir={tmp_path / 'sweep'}"])
+    assert proc.returncode == 2
+    assert "DQN cannot train several seeds together" in proc.stderr
+    assert not (tmp_path / "sweep").exists()
+    proc = run_train(["algo=ppo", *TINY["ppo"], *COMMON, "seeds_per_job=0", f"hydra.run.dir={tmp_path / 'run'}"])
+    assert proc.returncode == 2 and "seeds_per_job must be > 0, got 0" in proc.stderr
