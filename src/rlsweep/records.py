@@ -210,9 +210,17 @@ def _override_parser() -> Any:
     return OverridesParser.create()
 
 
-def parse_overrides(overrides: Sequence[str]) -> list[Any]:
-    """Hydra's parse of command-line overrides (its own grammar)."""
-    return _override_parser().parse_overrides(list(overrides))
+def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
+    """Hydra's parse of command-line overrides (its own grammar).
+
+    ``config_loader``: Hydra's, where one is running; without it a ``glob(...)`` sweep, which lists
+    its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader).
+    """
+    if config_loader is None:
+        return _override_parser().parse_overrides(list(overrides))
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create(config_loader=config_loader).parse_overrides(list(overrides))
 
 
 def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> list[str]:
@@ -220,14 +228,16 @@ def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> li
     return [f"{k}={v}" for k, v in (params or {}).items()] + [str(t) for t in task]
 
 
-def sweep_lists(arguments: Sequence[str]) -> dict[str, list[str]]:
+def sweep_lists(arguments: Sequence[str], config_loader: Any = None) -> dict[str, list[str]]:
     """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier one.
+
+    ``config_loader``: see :func:`parse_overrides` (needed by ``glob(...)``).
 
     Raises:
         ValueError: a sweep that is not a list of values (``interval(...)``): the basic sweeper refuses it too.
     """
     lists: dict[str, list[str]] = {}
-    for ov in parse_overrides(arguments):
+    for ov in parse_overrides(arguments, config_loader):
         key = ov.get_key_element()
         if not ov.is_sweep_override():
             lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
