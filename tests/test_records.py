@@ -33,6 +33,21 @@ def test_the_walk_finds_job_folders_and_skips_what_holds_no_job(tmp_path: Path) 
     assert [(f.name, r["status"]) for f, r in records.walk_records(tmp_path)] == [("0", "ok"), ("b", "failed")]
 
 
+def test_a_jobs_number_is_its_records_else_its_folders_when_that_is_a_number(tmp_path: Path) -> None:
+    assert records.job_num(tmp_path / "12") == 12
+    assert records.job_num(tmp_path / "12", {"job": {"num": 3}}) == 3
+    assert records.job_num(tmp_path / "12", {"job": {"num": True}}) == 12  # a bool is no number
+    for name in ("a", "seed=1", "1_0", "²", "①"):  # "²".isdigit() is True, int("²") raises
+        assert records.job_num(tmp_path / name) is None, name
+    from rlsweep.status import sweep_status
+
+    for name in ("0", "²"):
+        records.write_result(tmp_path / name, {"status": "ok"})
+    status = sweep_status(tmp_path, use_slurm=False)  # raised ValueError on "²"
+    assert [job.num for job in status.jobs] == [0]
+    assert f"{tmp_path / '²'}: a job folder without a job number (not shown)" in status.notes
+
+
 def test_liveness_tells_this_machine_from_another() -> None:
     import socket
 

@@ -133,7 +133,8 @@ def job_num(folder: Path, record: dict[str, Any] | None = None) -> int | None:
     num = job.get("num") if isinstance(job, dict) else None
     if isinstance(num, int) and not isinstance(num, bool):
         return num
-    return int(folder.name) if folder.name.isdigit() else None
+    # isdigit alone takes "²" or "①", which int() refuses
+    return int(folder.name) if folder.name.isascii() and folder.name.isdigit() else None
 
 
 def walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
