@@ -86,6 +86,11 @@ def test_the_expansion_is_hydras_basic_sweeper(arguments: list[str]) -> None:
     assert records.expand_sweep(records.sweep_lists(arguments)) == hydras
 
 
+def test_an_interval_is_refused_with_what_the_basic_sweeper_takes() -> None:
+    with pytest.raises(ValueError, match=r"^seed=interval\(0,1\): the basic sweeper sweeps lists of values .*optuna"):
+        records.sweep_lists(["algo=ppo", "seed=interval(0,1)"])
+
+
 def test_multirun_yaml_gives_the_sweepers_arguments(tmp_path: Path) -> None:
     assert records.read_multirun(tmp_path) is None
     (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps({"hydra": {

@@ -245,7 +245,9 @@ def sweep_lists(arguments: Sequence[str], config_loader: Any = None) -> dict[str
         elif ov.is_discrete_sweep():
             lists[key] = [f"{key}={v}" for v in ov.sweep_string_iterator()]
         else:
-            raise ValueError(f"non-discrete sweep {key}")
+            raise ValueError(f"{ov.input_line}: the basic sweeper sweeps lists of values (a,b, range(...), choice(...), "
+                             "glob(...)), not an interval; a search over one needs a sweeper that samples "
+                             "(hydra/sweeper=optuna)")
     return lists
 
 
