@@ -73,6 +73,13 @@ def test_the_resume_decision() -> None:
     assert records.resume_decision(done, lambda: {**config, "seed": 2}, True) == records.OTHER_CONFIG
 
 
+def test_the_resume_guide_names_every_key_a_resumed_job_ignores() -> None:
+    text = " ".join((ROOT / "docs" / "guide" / "resume.md").read_text().split())
+    said = text.split("(ignoring ", 1)[1].split(")", 1)[0]
+    named = {word.strip(" `,").removesuffix(".*") for word in said.replace(" and ", ",").split(",")}
+    assert named == set(records.RECORD_VOLATILE), said
+
+
 @pytest.mark.parametrize("arguments", [
     ["compile=none,default", "seed=0,1"],
     ["+algo.lr=1e-3,3e-4", "twin_modules=true", "seed=range(3)", "twin_modules=false,true"],
