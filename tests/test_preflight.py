@@ -115,6 +115,16 @@ def test_an_unusual_seed_override_is_not_split_off() -> None:
         assert hc._without_seed(overrides) == (tuple(overrides), None)
 
 
+def test_a_glob_sweep_expands_to_its_groups_options_as_hydras_sweeper_does(sweep_config) -> None:
+    """``glob(...)`` lists a config group's options, which only Hydra's config loader knows: without it the
+    pre-flight refused every glob sweep (``ConfigLoader is not set``) that Hydra's BasicSweeper runs."""
+    from omegaconf import open_dict, read_write
+
+    with read_write(sweep_config), open_dict(sweep_config):
+        sweep_config.hydra.overrides.task = ["env=glob(cart*)", "seed=0,1"]
+    assert hc._expand_sweep(sweep_config) == [["env=cartpole", "seed=0"], ["env=cartpole", "seed=1"]]
+
+
 def test_the_sweeper_composes_only_the_jobs_the_preflight_did_not_check(sweep_config,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Hydra's sweeper composes every job once more before launching (~0.15 s a job); rlsweep's skips the checked ones."""

@@ -33,6 +33,21 @@ def test_the_walk_finds_job_folders_and_skips_what_holds_no_job(tmp_path: Path) 
     assert [(f.name, r["status"]) for f, r in records.walk_records(tmp_path)] == [("0", "ok"), ("b", "failed")]
 
 
+def test_a_jobs_number_is_its_records_else_its_folders_when_that_is_a_number(tmp_path: Path) -> None:
+    assert records.job_num(tmp_path / "12") == 12
+    assert records.job_num(tmp_path / "12", {"job": {"num": 3}}) == 3
+    assert records.job_num(tmp_path / "12", {"job": {"num": True}}) == 12  # a bool is no number
+    for name in ("a", "seed=1", "1_0", "²", "①"):  # "²".isdigit() is True, int("²") raises
+        assert records.job_num(tmp_path / name) is None, name
+    from rlsweep.status import sweep_status
+
+    for name in ("0", "²"):
+        records.write_result(tmp_path / name, {"status": "ok"})
+    status = sweep_status(tmp_path, use_slurm=False)  # raised ValueError on "²"
+    assert [job.num for job in status.jobs] == [0]
+    assert f"{tmp_path / '²'}: a job folder without a job number (not shown)" in status.notes
+
+
 def test_liveness_tells_this_machine_from_another() -> None:
     import socket
 
@@ -58,6 +73,13 @@ def test_the_resume_decision() -> None:
     assert records.resume_decision(done, lambda: {**config, "seed": 2}, True) == records.OTHER_CONFIG
 
 
+def test_the_resume_guide_names_every_key_a_resumed_job_ignores() -> None:
+    text = " ".join((ROOT / "docs" / "guide" / "resume.md").read_text().split())
+    said = text.split("(ignoring ", 1)[1].split(")", 1)[0]
+    named = {word.strip(" `,").removesuffix(".*") for word in said.replace(" and ", ",").split(",")}
+    assert named == set(records.RECORD_VOLATILE), said
+
+
 @pytest.mark.parametrize("arguments", [
     ["compile=none,default", "seed=0,1"],
     ["+algo.lr=1e-3,3e-4", "twin_modules=true", "seed=range(3)", "twin_modules=false,true"],
@@ -69,6 +91,11 @@ def test_the_expansion_is_hydras_basic_sweeper(arguments: list[str]) -> None:
     parsed = records.parse_overrides(arguments)
     hydras = [list(job) for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
     assert records.expand_sweep(records.sweep_lists(arguments)) == hydras
+
+
+def test_an_interval_is_refused_with_what_the_basic_sweeper_takes() -> None:
+    with pytest.raises(ValueError, match=r"^seed=interval\(0,1\): the basic sweeper sweeps lists of values .*optuna"):
+        records.sweep_lists(["algo=ppo", "seed=interval(0,1)"])
 
 
 def test_multirun_yaml_gives_the_sweepers_arguments(tmp_path: Path) -> None:

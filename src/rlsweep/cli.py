@@ -262,7 +262,7 @@ def _local_submitit_pids(sweep: Path) -> list[int]:
     pids = []
     root = sweep / ".submitit"
     for folder in root.iterdir() if root.is_dir() else []:
-        if not folder.name.isdigit() or not process_alive(int(folder.name)):
+        if not (folder.name.isascii() and folder.name.isdigit()) or not process_alive(int(folder.name)):
             continue
         try:
             cmdline = Path(f"/proc/{folder.name}/cmdline").read_bytes()

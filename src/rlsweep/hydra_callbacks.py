@@ -588,8 +588,12 @@ def _expand_sweep(config: DictConfig) -> list[list[str]]:
         # other sweepers (Optuna) choose jobs as they go: check the base config, without the
         # overrides they search over (interval(...), choice(...))
         return [[str(o.input_line) for o in parse_overrides(task) if not o.is_sweep_override()]]
+    from hydra.core.global_hydra import GlobalHydra
+
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
-    return expand_sweep(sweep_lists(sweep_arguments(task, params)))
+    # with Hydra's config loader, as the sweeper parses them: glob(...) lists its group's options
+    loader = GlobalHydra.instance().config_loader()
+    return expand_sweep(sweep_lists(sweep_arguments(task, params), loader))
 
 
 def _compose(config: DictConfig, overrides: list[str]) -> DictConfig:

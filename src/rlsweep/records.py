@@ -155,7 +155,8 @@ def job_num(folder: Path, record: dict[str, Any] | None = None) -> int | None:
     num = job.get("num") if isinstance(job, dict) else None
     if isinstance(num, int) and not isinstance(num, bool):
         return num
-    return int(folder.name) if folder.name.isdigit() else None
+    # isdigit alone takes "²" or "①", which int() refuses
+    return int(folder.name) if folder.name.isascii() and folder.name.isdigit() else None
 
 
 def walk_records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -232,9 +233,17 @@ def _override_parser() -> Any:
     return OverridesParser.create()
 
 
-def parse_overrides(overrides: Sequence[str]) -> list[Any]:
-    """Hydra's parse of command-line overrides (its own grammar)."""
-    return _override_parser().parse_overrides(list(overrides))
+def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
+    """Hydra's parse of command-line overrides (its own grammar).
+
+    ``config_loader``: Hydra's, where one is running; without it a ``glob(...)`` sweep, which lists
+    its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader).
+    """
+    if config_loader is None:
+        return _override_parser().parse_overrides(list(overrides))
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create(config_loader=config_loader).parse_overrides(list(overrides))
 
 
 def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> list[str]:
@@ -242,21 +251,25 @@ def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> li
     return [f"{k}={v}" for k, v in (params or {}).items()] + [str(t) for t in task]
 
 
-def sweep_lists(arguments: Sequence[str]) -> dict[str, list[str]]:
+def sweep_lists(arguments: Sequence[str], config_loader: Any = None) -> dict[str, list[str]]:
     """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier one.
+
+    ``config_loader``: see :func:`parse_overrides` (needed by ``glob(...)``).
 
     Raises:
         ValueError: a sweep that is not a list of values (``interval(...)``): the basic sweeper refuses it too.
     """
     lists: dict[str, list[str]] = {}
-    for ov in parse_overrides(arguments):
+    for ov in parse_overrides(arguments, config_loader):
         key = ov.get_key_element()
         if not ov.is_sweep_override():
             lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
         elif ov.is_discrete_sweep():
             lists[key] = [f"{key}={v}" for v in ov.sweep_string_iterator()]
         else:
-            raise ValueError(f"non-discrete sweep {key}")
+            raise ValueError(f"{ov.input_line}: the basic sweeper sweeps lists of values (a,b, range(...), choice(...), "
+                             "glob(...)), not an interval; a search over one needs a sweeper that samples "
+                             "(hydra/sweeper=optuna)")
     return lists
 
 

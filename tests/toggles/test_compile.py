@@ -245,12 +245,15 @@ def test_the_vector_isa_probe_thread_imports_nothing(tmp_path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys, torch\n"
-            "from rlsweep.toggles.compile import _import_probe_modules, prepare_vec_isa\n"
-            "_import_probe_modules()\n"
-            "before = set(sys.modules)\n"
-            f"prepare_vec_isa({str(tmp_path)!r})\n"
-            "print(sorted(set(sys.modules) - before))\n")
+    # through VecIsaProbe, as a job starts it: what is loaded when its thread starts, against what
+    # is loaded once it is done (the main thread imports nothing while it waits)
+    code = ("import sys, threading, torch\n"
+            "from rlsweep.toggles.compile import VecIsaProbe\n"
+            "at_start, start = [], threading.Thread.start\n"
+            "threading.Thread.start = lambda self: (at_start.append(set(sys.modules)), start(self))[1]\n"
+            f"probe = VecIsaProbe({str(tmp_path)!r})\n"
+            "assert probe.ready() in ('probed', 'cached'), probe.ready()\n"
+            "print(sorted(set(sys.modules) - at_start[0]))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                           env={**__import__("os").environ, "TORCHINDUCTOR_VEC_ISA_OK": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
