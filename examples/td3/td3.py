@@ -39,12 +39,11 @@ from rlsweep.api import (
     AlgoConfig,
     Algorithm,
     PhaseTimer,
-    ReplayBuffer,
     Runtime,
     TrainConfig,
-    check_finite,
     hyper_parameter_errors,
     mlp,
+    replay_buffer,
 )
 
 
@@ -104,6 +103,9 @@ class TD3(Algorithm):
     name = "td3"
     config_class = TD3Config
     action_spaces = (gym.spaces.Box,)
+    # several seeds in one process (seeds_per_job): networks from rt.per_seed, random numbers from
+    # rt.draw and each seed's own generators, the envs of every seed one seed after another
+    seeds_together = True
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
@@ -120,17 +122,12 @@ class TD3(Algorithm):
         a: TD3Config = cfg.algo  # type: ignore[assignment]
         self.a = a
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
-        obs_dim, self.act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
+        self.obs_dim, self.act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
         self.low, self.high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
-        dev = self.device
 
-        # networks, their targets, optimizers
-        self.actor = Actor(obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
-        self.q1, self.q2 = (QNetwork(obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
-        self.actor_target = Actor(obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
-        self.q1_target, self.q2_target = (QNetwork(obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
-        for target, net in ((self.actor_target, self.actor), (self.q1_target, self.q1), (self.q2_target, self.q2)):
-            target.load_state_dict(net.state_dict())
+        # networks and their targets, built once per seed; optimizers
+        self.actor, self.q1, self.q2, self.actor_target, self.q1_target, self.q2_target = rt.per_seed(self._networks)
+        for target in (self.actor_target, self.q1_target, self.q2_target):
             target.requires_grad_(False)
         self.params = [*self.actor.parameters(), *self.q1.parameters(), *self.q2.parameters()]
         self.target_params = [*self.actor_target.parameters(), *self.q1_target.parameters(),
@@ -143,10 +140,21 @@ class TD3(Algorithm):
         self.critic_update = rt.update(self._critic_step, self.modules(), self.optimizers())
         self.actor_update = rt.update(self._actor_step, self.modules(), self.optimizers())
 
-        self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, act_space.shape, np.float32,
-                                   seed=cfg.seed)
-        self.rng = np.random.default_rng(cfg.seed)  # the random actions before learning_starts
-        self.next_obs, _ = envs.reset(seed=cfg.seed)
+        self.buffer = replay_buffer(rt.seed_values, a.buffer_size, a.num_envs, obs_space.shape, act_space.shape,
+                                    np.float32)
+        self.rngs = [np.random.default_rng(seed) for seed in rt.seed_values]  # random actions before learning_starts
+        self.next_obs, _ = envs.reset(seed=self.reset_seed)
+
+    def _networks(self) -> tuple[nn.Module, ...]:
+        """Actor, critics and their targets (copies), for one seed."""
+        a, rt, dev = self.a, self.rt, self.device
+        actor = Actor(self.obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
+        q1, q2 = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        targets = (Actor(self.obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev),
+                   *(QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2)))
+        for target, net in zip(targets, (actor, q1, q2), strict=True):
+            target.load_state_dict(net.state_dict())
+        return actor, q1, q2, *targets
 
     @property
     def iteration_env_steps(self) -> int:
@@ -169,9 +177,12 @@ class TD3(Algorithm):
         actor_losses: list[torch.Tensor] = []
         for _ in range(self.iteration_env_steps // a.num_envs):
             if self.env_steps < a.learning_starts:
-                actions = self.rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim)).astype(np.float32)
+                actions = np.concatenate([rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim))
+                                          for rng in self.rngs]).astype(np.float32)
             else:
-                actions = self.policy(next_obs, torch.randn((a.num_envs, self.act_dim), device=self.device))
+                shape = (a.num_envs, self.act_dim)
+                actions = self.policy(next_obs, self.rt.draw(lambda g: torch.randn(shape, generator=g,
+                                                                                  device=self.device)))
 
             next_obs = self.step_and_store(next_obs, actions, self.buffer)  # timed as env_step
 
@@ -185,8 +196,8 @@ class TD3(Algorithm):
         if not critic_losses:
             return {"updated": 0.0}
         stats = [torch.stack(critic_losses)] + ([torch.stack(actor_losses)] if actor_losses else [])
-        check_finite(torch.cat(stats), self.updates)  # the iteration's one host sync (+ the means below)
-        means = torch.stack([s.mean() for s in stats]).tolist()
+        self.rt.check_finite(torch.cat(stats), self.updates)  # the iteration's one host sync (+ the means below)
+        means = torch.stack([s.mean(0) for s in stats]).tolist()  # a value per loss, or one per seed
         metrics = {"critic_loss": means[0], "updated": 1.0}
         if actor_losses:
             metrics["actor_loss"] = means[1]
@@ -195,7 +206,8 @@ class TD3(Algorithm):
     def _gradient_step(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         a, timer = self.a, self.timer
         batch = self.buffer.sample(a.batch_size)
-        noise = torch.randn((a.batch_size, self.act_dim), device=self.device)  # target policy smoothing
+        shape = (a.batch_size, self.act_dim)  # target policy smoothing noise, each seed's own
+        noise = self.rt.draw_per_seed(lambda g: torch.randn(shape, generator=g, device=self.device))
         policy_step = self.updates % a.policy_frequency == 0  # delayed policy updates
         b = self.to_device(batch)
         t = timer.start()
@@ -247,9 +259,11 @@ class TD3(Algorithm):
     def extra_state(self) -> dict[str, Any]:
         # self.updates, the gradient-step counter that times the delayed policy updates, is
         # checkpointed by rlsweep itself (with env_steps and the episodes), as are torch's RNGs
-        return {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state, "next_obs": self.next_obs}
+        return {"buffer": self.buffer.state_dict(), "rngs": [rng.bit_generator.state for rng in self.rngs],
+                "next_obs": self.next_obs}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.buffer.load_state_dict(state["buffer"])
-        self.rng.bit_generator.state = state["rng"]
+        for rng, rng_state in zip(self.rngs, state["rngs"], strict=True):
+            rng.bit_generator.state = rng_state
         self.next_obs = state["next_obs"]

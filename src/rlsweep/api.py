@@ -5,7 +5,8 @@ YAML file of your own config directory; its hyper-parameters are a dataclass sub
 :class:`AlgoConfig` (``config_class``). Every toggle reaches your code through the
 :class:`Runtime` you are handed (``self.rt``): act through ``rt.policy`` and take gradient steps
 through ``rt.update`` + ``rt.minimize`` (your losses, rlsweep's update); and every phase you time with ``self.timer`` shows up
-in the result record, W&B and the report. See docs/guide/plugins.md for a walk-through, and
+in the result record, W&B and the report. An algorithm that sets ``seeds_together`` trains several
+seeds in one process (``seeds_per_job``; docs/guide/seeds.md). See docs/guide/plugins.md for a walk-through, and
 ``examples/td3/`` for a complete algorithm written only against this module.
 
 Names here are stable; everything else in rlsweep is internal and may change.
@@ -14,11 +15,12 @@ Names here are stable; everything else in rlsweep is internal and may change.
 from __future__ import annotations
 
 from rlsweep.algos.base import Algorithm, NonFiniteLossError, check_finite
-from rlsweep.buffers import ReplayBuffer
+from rlsweep.buffers import ReplayBuffer, SeedBuffers, replay_buffer
 from rlsweep.config import AlgoConfig, ConfigError, TrainConfig, hyper_parameter_errors
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import layer_init, mlp
 from rlsweep.runtime import Policy, Runtime
+from rlsweep.seeds import SeedStack
 from rlsweep.timing import PHASES, PhaseTimer
 from rlsweep.update import Update
 
@@ -32,6 +34,8 @@ __all__ = [
     "Policy",
     "ReplayBuffer",
     "Runtime",
+    "SeedBuffers",
+    "SeedStack",
     "TrainConfig",
     "Update",
     "check_finite",
@@ -39,4 +43,5 @@ __all__ = [
     "hyper_parameter_errors",
     "layer_init",
     "mlp",
+    "replay_buffer",
 ]

@@ -14,6 +14,7 @@ memory: 100k Atari transitions take 2.8 GB instead of 5.6 GB (docs/guide/atari.m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -131,3 +132,46 @@ class ReplayBuffer:
             self.pending_next[:] = state["pending_next"]
         self.pos, self.full = state["pos"], state["full"]
         self.rng.bit_generator.state = state["rng"]
+
+
+class SeedBuffers:
+    """One :class:`ReplayBuffer` per seed of a job that trains several (``seeds_per_job``).
+
+    ``add`` takes every seed's envs, seed by seed, and stores each seed's rows in its own buffer;
+    ``sample`` draws each seed's batches from its own buffer with its own generator and stacks them
+    on a new leading seed axis. A seed's replay is exactly what a job of that seed alone would keep.
+    """
+
+    def __init__(self, buffers: Sequence[ReplayBuffer]) -> None:
+        self.buffers = list(buffers)
+
+    def __len__(self) -> int:
+        return len(self.buffers[0])  # every seed stores one vector step at a time
+
+    def nbytes(self) -> int:
+        return sum(b.nbytes() for b in self.buffers)
+
+    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray,
+            terminated: np.ndarray) -> None:
+        parts = [np.split(x, len(self.buffers)) for x in (obs, actions, rewards, next_obs, terminated)]
+        for buffer, seed_parts in zip(self.buffers, zip(*parts, strict=True), strict=True):
+            buffer.add(*seed_parts)
+
+    def sample(self, batch_size: int, num_batches: int | None = None) -> dict[str, np.ndarray]:
+        samples = [b.sample(batch_size, num_batches) for b in self.buffers]
+        return {k: np.stack([s[k] for s in samples]) for k in samples[0]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"seeds": [b.state_dict() for b in self.buffers]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for buffer, seed_state in zip(self.buffers, state["seeds"], strict=True):
+            buffer.load_state_dict(seed_state)
+
+
+def replay_buffer(seeds: Sequence[int], capacity: int, num_envs: int, *args: Any, **kwargs: Any
+                  ) -> ReplayBuffer | SeedBuffers:
+    """A replay buffer of ``num_envs`` envs per seed, sampled with each seed's own generator: a
+    :class:`ReplayBuffer` for one seed, :class:`SeedBuffers` for several (``rt.seed_values``)."""
+    buffers = [ReplayBuffer(capacity, num_envs, *args, seed=seed, **kwargs) for seed in seeds]
+    return buffers[0] if len(buffers) == 1 else SeedBuffers(buffers)

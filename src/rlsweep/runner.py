@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import random
 import signal
@@ -26,7 +27,7 @@ from rlsweep.algos.base import Algorithm, seeds_together_refusal
 from rlsweep.compile_stats import CompileStats
 from rlsweep.config import ConfigError, TrainConfig
 from rlsweep.envs import evaluate, make_envs
-from rlsweep.seeds import only_seed
+from rlsweep.seeds import run_as_seed
 from rlsweep.signals import StopSignals
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import applied_toggles
@@ -178,9 +179,9 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
                     outcome.group = {"seeds": list(seeds), "index": k}
                 outcome.failed = states[k].failed
                 if outcome.failed is None:
-                    with only_seed(k) if len(seeds) > 1 else contextlib.nullcontext():
-                        outcome.learning.update(_final_evaluation(
-                            cfg, algo, max_episodes=1 if until_warm else None, seed=seeds[k]))
+                    evaluation = functools.partial(_final_evaluation, cfg, algo, 1 if until_warm else None, seeds[k])
+                    outcome.learning.update(evaluation() if len(seeds) == 1 else
+                                            run_as_seed(algo.modules(), k, evaluation))
             return outcomes
         finally:
             stop.uninstall()

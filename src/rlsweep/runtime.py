@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.seeds import stack_builds
+from rlsweep.seeds import stack_builds, vmap_over_seeds
 from rlsweep.update import Update
 
 if TYPE_CHECKING:
@@ -290,8 +290,12 @@ class Runtime:
 
     @torch.no_grad()
     def polyak_update(self, target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float) -> None:
-        """target <- target + tau * (source - target), in place or via new tensors."""
+        """target <- target + tau * (source - target), in place or via new tensors.
+
+        Inside a gradient step that trains several seeds together, each seed's own slices."""
         tgt, src = list(target), list(source)
+        if self._update is not None:
+            tgt, src = self._update.current(tgt), self._update.current(src)
         if self.inplace:
             torch._foreach_lerp_(tgt, src, tau)
         else:
@@ -373,6 +377,8 @@ class Policy:
                  forward: Callable[..., torch.Tensor] | None, obs_dtype: torch.dtype) -> None:
         self.rt, self.timer, self.obs_dtype = rt, timer, obs_dtype
         self.views = ActingModules(modules, twin=rt.twin_modules)
+        if forward is not None and rt.seeds > 1:  # each seed's call sees its own networks
+            forward = vmap_over_seeds(forward, self.views.modules, rt.seeds)
         self._forward = rt.compile(forward or _first_module, "act")
         self._bare: Callable[[torch.Tensor], torch.Tensor] | None = None
         if forward is None and not rt.compiles("act"):

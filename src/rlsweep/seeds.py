@@ -9,8 +9,10 @@ act elementwise: one optimizer over the stacks takes the very steps S optimizers
 
 A stacked network's forward takes the S seeds' rows one after another along its input's first
 dimension (seed-major: seed 0's rows, then seed 1's, ...) and runs the one network on each seed's
-rows with that seed's parameters, through ``torch.func.vmap``. Inside a gradient step
-(:class:`rlsweep.update.Update` vmaps the whole step over the seeds) it is one seed's network.
+rows with that seed's parameters, through ``torch.func.vmap``. Where the runtime runs code once
+per seed -- a gradient step (:class:`rlsweep.update.Update` vmaps the whole step over the seeds),
+an acting forward (``rt.policy``), one seed's evaluation (:func:`run_as_seed`) -- it is that
+seed's network, methods and buffers included.
 
 ``torch.func`` rather than TensorDict's ``from_modules``/``to_module``: both end in
 ``functional_call`` under ``vmap``; torch.func is already what the runtime-owned update is written
@@ -21,21 +23,19 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-#: > 0 while a vectorised gradient step runs: a SeedStack then holds one seed's parameters
+#: > 0 while code runs once per seed: a SeedStack then holds one seed's parameters
 _IN_SEED_STEP = [0]
-#: the seed a SeedStack's forward is restricted to (evaluation of one seed); None: all of them
-_ONLY_SEED: list[int | None] = [None]
 
 
 @contextlib.contextmanager
 def per_seed_step() -> Iterator[None]:
-    """Inside it, stacked networks are one seed's (the vectorised gradient step is per seed)."""
+    """Inside it, stacked networks are one seed's: whoever enters it has swapped each seed's parameters in."""
     _IN_SEED_STEP[0] += 1
     try:
         yield
@@ -43,25 +43,60 @@ def per_seed_step() -> Iterator[None]:
         _IN_SEED_STEP[0] -= 1
 
 
-@contextlib.contextmanager
-def only_seed(index: int) -> Iterator[None]:
-    """Inside it, a stacked network's forward is seed ``index``'s alone, on inputs without seed rows
-    (the deterministic evaluation of one seed runs the algorithm's ordinary acting code)."""
-    before = _ONLY_SEED[0]
-    _ONLY_SEED[0] = index
-    try:
-        yield
-    finally:
-        _ONLY_SEED[0] = before
+class Root(nn.Module):
+    """Modules under one root: ``functional_call`` on it swaps their parameters for a call of ``fn``."""
+
+    def __init__(self, modules: Mapping[str, nn.Module]) -> None:
+        super().__init__()
+        self.held = nn.ModuleDict(modules)
+
+    def forward(self, fn: Callable[[], Any]) -> Any:
+        return fn()
+
+
+def _stacked(root: nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters and buffers of every :class:`SeedStack` under ``root``, by name (seeds first)."""
+    prefixes = tuple(f"{name}.stack." for name, m in root.named_modules() if isinstance(m, SeedStack))
+    return {n: t for n, t in (*root.named_parameters(), *root.named_buffers()) if n.startswith(prefixes)}
+
+
+def run_as_seed(modules: Mapping[str, nn.Module], index: int, fn: Callable[[], Any]) -> Any:
+    """``fn()`` with every stacked network among ``modules`` seed ``index``'s own: the algorithm's
+    ordinary code (its deterministic acting, say) runs for that seed alone."""
+    root = Root(modules)
+    own = {n: t.detach()[index] for n, t in _stacked(root).items()}
+    with per_seed_step():
+        return torch.func.functional_call(root, own, (fn,), tie_weights=False)
+
+
+def vmap_over_seeds(fn: Callable[..., Any], modules: Sequence[nn.Module], seeds: int) -> Callable[..., Any]:
+    """``fn(*modules, *args)`` run once per seed, vectorised: each seed's call sees its own networks
+    (methods and buffers included) and its own rows of every tensor argument and result, whose rows
+    are the seeds' one seed after another. ``rt.policy``'s forward for several seeds."""
+    root = Root({str(i): m for i, m in enumerate(modules)})
+
+    def one(own: dict[str, torch.Tensor], *rows: Any) -> Any:
+        with per_seed_step():
+            return torch.func.functional_call(root, own, (lambda: fn(*modules, *rows),), tie_weights=False)
+
+    def call(*modules_and_args: Any) -> Any:
+        args = modules_and_args[len(modules):]
+        split = [a.unflatten(0, (seeds, -1)) if isinstance(a, torch.Tensor) else a for a in args]
+        dims = [0 if isinstance(a, torch.Tensor) else None for a in args]
+        state = {n: t.detach() for n, t in _stacked(root).items()}
+        out = torch.func.vmap(one, in_dims=(0, *dims))(state, *split)
+        return torch.utils._pytree.tree_map(lambda t: t.flatten(0, 1), out)
+
+    return call
 
 
 class SeedStack(nn.Module):
     """S copies of one network, their parameters and buffers stacked along a leading seed dimension.
 
     ``self.stack`` is the first copy with each parameter replaced by the stack of all copies' (same
-    names, a leading dimension of size S). Its own parameters and buffers (``log_std``) are read
-    through the stack too, so algorithm code reads a stacked network's tensors as it reads the
-    network's; they have the seeds first.
+    names, a leading dimension of size S). Its parameters and buffers (``log_std``) are read
+    through it too, seeds first; its other attributes and methods only where it is one seed's
+    network (see the module doc): elsewhere they would see every seed's parameters at once.
     """
 
     def __init__(self, copies: Sequence[nn.Module]) -> None:
@@ -80,22 +115,28 @@ class SeedStack(nn.Module):
             return super().__getattr__(name)
         except AttributeError:
             stack = self._modules["stack"]
-            if name in stack._parameters or name in stack._buffers:
+            if name in stack._parameters or name in stack._buffers or _IN_SEED_STEP[0]:
                 return getattr(stack, name)
+            if hasattr(stack, name):
+                raise AttributeError(
+                    f"{type(stack).__name__}.{name} of a network trained for {self.seeds} seeds together "
+                    "(seeds_per_job): use it inside rt.policy's forward or rt.update's step, where each seed's "
+                    "network is its own; a direct call takes the forward only") from None
             raise
 
-    def forward(self, x: torch.Tensor, *rest: Any) -> Any:
+    def forward(self, *args: Any) -> Any:
+        """The network on every seed's rows: each tensor argument holds the seeds' rows one seed after
+        another (seed-major), and so does each tensor it returns."""
         if _IN_SEED_STEP[0]:
-            return self.stack(x, *rest)
+            return self.stack(*args)
         state = {**dict(self.stack.named_parameters()), **dict(self.stack.named_buffers())}
-        if _ONLY_SEED[0] is not None:
-            k = _ONLY_SEED[0]
-            return torch.func.functional_call(self.stack, {n: t[k] for n, t in state.items()}, (x, *rest))
 
-        def one(own: dict[str, torch.Tensor], rows: torch.Tensor) -> Any:
-            return torch.func.functional_call(self.stack, own, (rows, *rest))
+        def one(own: dict[str, torch.Tensor], *rows: Any) -> Any:
+            return torch.func.functional_call(self.stack, own, rows)
 
-        out = torch.func.vmap(one)(state, x.unflatten(0, (self.seeds, -1)))
+        split = [a.unflatten(0, (self.seeds, -1)) if isinstance(a, torch.Tensor) else a for a in args]
+        dims = [0 if isinstance(a, torch.Tensor) else None for a in args]
+        out = torch.func.vmap(one, in_dims=(0, *dims))(state, *split)
         return torch.utils._pytree.tree_map(lambda t: t.flatten(0, 1), out)
 
     def inference_fn(self) -> Any:

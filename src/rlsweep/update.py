@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from rlsweep.seeds import Root, per_seed_step
+
 if TYPE_CHECKING:
     from rlsweep.runtime import Runtime
 
@@ -62,17 +64,6 @@ def single_graph_refusal(optimizer: torch.optim.Optimizer) -> str | None:
         if kind is torch.optim.SGD and group["momentum"] != 0 and group["dampening"] != 0:
             return "SGD with momentum and dampening != 0"  # its first step differs from the recurrence
     return None
-
-
-class _Root(nn.Module):
-    """The algorithm's modules under one root: ``functional_call`` swaps their parameters for a loss call."""
-
-    def __init__(self, modules: Mapping[str, nn.Module]) -> None:
-        super().__init__()
-        self.held = nn.ModuleDict(modules)
-
-    def forward(self, loss_fn: Callable[[], Any]) -> Any:
-        return loss_fn()
 
 
 class Update:
@@ -112,11 +103,12 @@ class Update:
                 self.eager_reason = "float16's GradScaler" if self.scaler is not None else refusals[0]
                 single_graph = False
         self.single_graph = single_graph
-        self._root = _Root(mods)
+        self._root = Root(mods)
         #: every parameter under its first name, listed once: the compiled step reads this tuple rather
         #: than walking the modules, which dynamo would guard module by module on every call
         self._params = tuple(self._root.named_parameters())
         names = {id(p): n for n, p in self._params}
+        self._by_id = {**names, **{id(b): n for n, b in self._root.named_buffers()}}
         self._names: list[list[str]] = []
         for opt in self.optimizers:
             params = [p for g in opt.param_groups for p in g["params"]]
@@ -156,19 +148,26 @@ class Update:
         An optimizer's step counters are one scalar for all seeds (they step together); the rest of
         its state and every parameter are stacked, and each seed's step writes into its own slices.
         """
-        from rlsweep.seeds import per_seed_step
-
         def one_seed(own: dict[str, torch.Tensor], own_states: list[Any], *own_args: Any) -> Any:
             self._seed = (own, own_states)
-            try:
+            try:  # the whole step sees this seed's networks (a target computed before rt.minimize too)
                 with per_seed_step():
-                    return self.step(*own_args)
+                    return torch.func.functional_call(self._root, own, (lambda: self.step(*own_args),),
+                                                      tie_weights=False)
             finally:
                 self._seed = None
 
         state_dims = torch.utils._pytree.tree_map(lambda t: None if t.dim() == 0 else 0, states)
         arg_dims = tuple(0 if isinstance(a, torch.Tensor) else None for a in args)
         return torch.func.vmap(one_seed, in_dims=(0, state_dims, *arg_dims))(held, states, *args)
+
+    def current(self, tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+        """``tensors`` (parameters of the step's modules) as the step sees them now: inside the
+        vectorised step, this seed's slices of them; else themselves."""
+        if self._seed is None:
+            return list(tensors)
+        own = self._seed[0]
+        return [own[self._by_id[id(t)]] for t in tensors]
 
     # -- eager: autograd and torch.optim ------------------------------------------------------------
     def minimize(self, loss_fn: Callable[[], Any], optimizer: torch.optim.Optimizer, max_grad_norm: float | None,

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.algos.base import Algorithm, check_finite
-from rlsweep.buffers import ReplayBuffer
+from rlsweep.algos.base import Algorithm
+from rlsweep.buffers import replay_buffer
 from rlsweep.config import DQNConfig, TrainConfig, choice_errors, hyper_parameter_errors
 from rlsweep.nets import INITS, NatureCNN, encoder_errors, mlp, uses_cnn
 from rlsweep.runtime import Runtime
@@ -40,6 +40,7 @@ class DQN(Algorithm):
     name = "dqn"
     config_class = DQNConfig
     action_spaces = (gym.spaces.Discrete,)
+    seeds_together = True
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
@@ -56,37 +57,40 @@ class DQN(Algorithm):
         obs_space = envs.single_observation_space
         self.obs_dim = int(np.prod(obs_space.shape))
         self.n_actions = int(envs.single_action_space.n)
-        dev = self.device
         self.cnn = uses_cnn(a.encoder, obs_space.shape, obs_space.dtype)
         # frames cross to the device as uint8 (a quarter of float32's bytes); the CNN scales them there
         self.obs_dtype = torch.uint8 if self.cnn else torch.float32
-        self.q = self._q_network(obs_space.shape).to(dev)
-        self.q_target = self._q_network(obs_space.shape).to(dev)
-        self.q_target.load_state_dict(self.q.state_dict())
+        self.obs_shape = tuple(obs_space.shape)
+        self.q, self.q_target = rt.per_seed(self._q_networks)
         self.q_target.requires_grad_(False)
-        self.lr = torch.tensor(a.lr, device=dev)  # a tensor: annealing changes a value, not the compiled graph
+        self.lr = torch.tensor(a.lr, device=self.device)  # a tensor: annealing changes a value, not the compiled graph
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr)
         self.policy = rt.policy(timer, self.q, obs_dtype=self.obs_dtype)  # Q-values; the argmax is taken on the host
         self.update = rt.update(self._update_step, self.modules(), self.optimizers())
 
-        if self.cnn:  # uint8 frames, each stored once: half the memory of obs + next_obs arrays
-            self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed,
-                                       obs_dtype=np.uint8, store_next_obs=False)
-        else:
-            self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, (), np.int64, seed=cfg.seed)
-        self.rng = np.random.default_rng(cfg.seed)
-        self.next_obs, _ = envs.reset(seed=cfg.seed)
+        # one per seed (seeds_per_job), each sampled with its seed's own generator
+        stored_once = {"obs_dtype": np.uint8, "store_next_obs": False} if self.cnn else {}  # uint8 frames, once
+        self.buffer = replay_buffer(rt.seed_values, a.buffer_size, a.num_envs, obs_space.shape, (), np.int64,
+                                    **stored_once)
+        self.rngs = [np.random.default_rng(seed) for seed in rt.seed_values]  # exploration, per seed
+        self.next_obs, _ = envs.reset(seed=self.reset_seed)
         self.total_env_steps = cfg.total_env_steps
         self._target_every = max(1, a.target_update_interval // a.num_envs)
         self._vector_steps = 0
         self._target_synced_at_update = 0  # self.updates when the target last became a copy of q
 
-    def _q_network(self, obs_shape: tuple[int, ...]) -> nn.Module:
+    def _q_networks(self) -> tuple[nn.Module, nn.Module]:
+        """The Q-network and its target, a copy (one seed's: ``rt.per_seed`` builds them per seed)."""
+        q, target = self._q_network(), self._q_network()
+        target.load_state_dict(q.state_dict())
+        return q, target
+
+    def _q_network(self) -> nn.Module:
         a, rt = self.a, self.rt
         if self.cnn:
-            cnn = NatureCNN(obs_shape, rt)
-            return nn.Sequential(cnn, mlp(cnn.features, [], self.n_actions, rt, a.activation))
-        return mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation, init=a.init)
+            cnn = NatureCNN(self.obs_shape, rt)
+            return nn.Sequential(cnn, mlp(cnn.features, [], self.n_actions, rt, a.activation)).to(self.device)
+        return mlp(self.obs_dim, a.hidden_sizes, self.n_actions, rt, a.activation, init=a.init).to(self.device)
 
     @property
     def iteration_env_steps(self) -> int:
@@ -135,13 +139,13 @@ class DQN(Algorithm):
         next_obs = self.next_obs
         for _ in range(self.iteration_env_steps // a.num_envs):
             eps = self.epsilon()
-            explore = self.rng.random(a.num_envs) < eps
+            # each seed's envs in turn, from the seed's own generator
+            explore = np.concatenate([rng.random(a.num_envs) < eps for rng in self.rngs])
+            random_actions = np.concatenate([rng.integers(0, self.n_actions, size=a.num_envs) for rng in self.rngs])
             if explore.all():  # no forward needed: every env takes a random action
-                actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
+                actions = random_actions
             else:
-                greedy_np = self.policy(next_obs).argmax(-1)
-                random_actions = self.rng.integers(0, self.n_actions, size=a.num_envs)
-                actions = np.where(explore, random_actions, greedy_np)
+                actions = np.where(explore, random_actions, self.policy(next_obs).argmax(-1))
 
             next_obs = self.step_and_store(next_obs, actions, self.buffer)
             self._vector_steps += 1
@@ -157,21 +161,24 @@ class DQN(Algorithm):
             done_before = self.env_steps - self.iteration_env_steps
             self.lr.fill_(a.lr * max(1e-3, 1.0 - done_before / self.total_env_steps))
         losses = []
+        # (gradient steps, batch, ...), with the seeds first when several: each step's batches are
+        # then one (seeds, batch, ...) argument of the step, vmapped over the seeds
         batches = self.buffer.sample(a.batch_size, a.gradient_steps)
         dev = self.to_device(batches, self.obs_dtype)
         t = timer.start()
         next_q_target = self._next_q_target(dev["next_obs"])
         timer.stop("update", t)
-        steps = zip(*(x.unbind(0) for x in (dev["obs"], dev["actions"], dev["rewards"], dev["next_obs"],
-                                              next_q_target, dev["terminated"])), strict=True)
+        step_dim = 0 if self.rt.seeds == 1 else 1
+        steps = zip(*(x.unbind(step_dim) for x in (dev["obs"], dev["actions"], dev["rewards"], dev["next_obs"],
+                                                     next_q_target, dev["terminated"])), strict=True)
         for obs, actions, rewards, next_obs_b, next_q, terminated in steps:
             t = timer.start()
             losses.append(self.update(obs, actions, rewards, next_obs_b, next_q, terminated))
             timer.stop("update", t)
             self.updates += 1
         loss = torch.stack(losses)
-        check_finite(loss, self.updates)
-        return {"loss": float(loss.mean()), "epsilon": self.epsilon(), "lr": float(self.lr), "updated": 1.0}
+        self.rt.check_finite(loss, self.updates)
+        return {"loss": loss.mean(0).tolist(), "epsilon": self.epsilon(), "lr": float(self.lr), "updated": 1.0}
 
     def _update_target(self) -> None:
         if self.a.tau < 1.0 or self._target_synced_at_update != self.updates:
@@ -180,15 +187,18 @@ class DQN(Algorithm):
 
     @torch.no_grad()
     def _next_q_target(self, next_obs: torch.Tensor) -> torch.Tensor:
-        """The target network's Q-values of a whole burst's next observations, in 512-row chunks.
+        """The target network's Q-values of a whole burst's next observations, ~512 rows per seed at a time.
 
         Chunks, because a layer's activations then stay in cache: faster than one forward over the
-        whole burst, and than one per gradient step's batch (docs/results/profiling.md).
+        whole burst, and than one per gradient step's batch (docs/results/profiling.md). A chunk is
+        whole gradient steps' batches of every seed, seed by seed (a stacked network's rows).
         """
-        rows = next_obs.reshape(-1, *next_obs.shape[2:])
+        step_dim = 0 if self.rt.seeds == 1 else 1
+        batch = next_obs.shape[step_dim + 1]
+        parts = next_obs.split(max(1, _TARGET_CHUNK_ROWS // batch), dim=step_dim)
         with self.rt.autocast():
-            q = torch.cat([self.q_target(chunk) for chunk in rows.split(_TARGET_CHUNK_ROWS)])
-        return q.reshape(*next_obs.shape[:2], -1)
+            q = [self.q_target(p.reshape(-1, *self.obs_shape)).unflatten(0, p.shape[:step_dim + 2]) for p in parts]
+        return torch.cat(q, dim=step_dim)
 
     # -- state -----------------------------------------------------------------------------------------
     def modules(self) -> dict[str, nn.Module]:
@@ -198,12 +208,13 @@ class DQN(Algorithm):
         return {"optimizer": self.optimizer}
 
     def extra_state(self) -> dict[str, Any]:
-        return {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state,
+        return {"buffer": self.buffer.state_dict(), "rngs": [rng.bit_generator.state for rng in self.rngs],
                 "next_obs": self.next_obs, "vector_steps": self._vector_steps, "lr": float(self.lr)}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.buffer.load_state_dict(state["buffer"])
-        self.rng.bit_generator.state = state["rng"]
+        for rng, rng_state in zip(self.rngs, state["rngs"] if "rngs" in state else [state["rng"]], strict=True):
+            rng.bit_generator.state = rng_state
         self.next_obs = state["next_obs"]
         self._vector_steps = state["vector_steps"]
         self._target_synced_at_update = -1  # unknown: the next target update copies

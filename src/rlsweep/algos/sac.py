@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsweep.algos.base import Algorithm, check_finite
-from rlsweep.buffers import ReplayBuffer
+from rlsweep.algos.base import Algorithm
+from rlsweep.buffers import replay_buffer
 from rlsweep.config import SACConfig, TrainConfig, hyper_parameter_errors
 from rlsweep.nets import mlp
 from rlsweep.runtime import Runtime
@@ -56,10 +56,6 @@ class Actor(nn.Module):
         log_prob = log_prob - torch.log(self.scale * (1 - y.pow(2)) + 1e-6)
         return y * self.scale + self.bias, log_prob.sum(-1)
 
-    def mean_action(self, obs: torch.Tensor) -> torch.Tensor:
-        mean, _ = self.net(obs).chunk(2, dim=-1)
-        return torch.tanh(mean) * self.scale + self.bias
-
 
 class QNetwork(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig, rt: Runtime) -> None:
@@ -82,6 +78,7 @@ class SAC(Algorithm):
     name = "sac"
     config_class = SACConfig
     action_spaces = (gym.spaces.Box,)
+    seeds_together = True
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
@@ -97,15 +94,9 @@ class SAC(Algorithm):
         self.obs_dim = int(np.prod(obs_space.shape))
         self.act_dim = int(np.prod(act_space.shape))
         self.low, self.high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
-        dev = self.device
-        self.actor = Actor(self.obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
-        self.q1, self.q2 = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
-        self.q1_target, self.q2_target = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
-        self.q1_target.load_state_dict(self.q1.state_dict())
-        self.q2_target.load_state_dict(self.q2.state_dict())
+        self.actor, self.q1, self.q2, self.q1_target, self.q2_target, self.temperature = rt.per_seed(self._networks)
         self.q1_target.requires_grad_(False)
         self.q2_target.requires_grad_(False)
-        self.temperature = Temperature(a.alpha, a.autotune_alpha).to(dev)
         self.target_entropy = -float(self.act_dim)
         self.critic_params = [*self.q1.parameters(), *self.q2.parameters()]
         self.target_params = [*self.q1_target.parameters(), *self.q2_target.parameters()]
@@ -116,9 +107,21 @@ class SAC(Algorithm):
         self.policy = rt.policy(timer, self.actor, forward=self._act)
         self.update = rt.update(self._update_step, self.modules(), self.optimizers())
 
-        self.buffer = ReplayBuffer(a.buffer_size, a.num_envs, obs_space.shape, act_space.shape, np.float32, seed=cfg.seed)
-        self.rng = np.random.default_rng(cfg.seed)
-        self.next_obs, _ = envs.reset(seed=cfg.seed)
+        # one per seed (seeds_per_job), each with its seed's own generators
+        self.buffer = replay_buffer(rt.seed_values, a.buffer_size, a.num_envs, obs_space.shape, act_space.shape,
+                                    np.float32)
+        self.rngs = [np.random.default_rng(seed) for seed in rt.seed_values]
+        self.next_obs, _ = envs.reset(seed=self.reset_seed)
+
+    def _networks(self) -> tuple[nn.Module, ...]:
+        """Actor, critics, their targets (copies) and the temperature (one seed's: ``rt.per_seed`` builds them per seed)."""
+        a, rt, dev = self.a, self.rt, self.device
+        actor = Actor(self.obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
+        q1, q2 = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        q1_target, q2_target = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        q1_target.load_state_dict(q1.state_dict())
+        q2_target.load_state_dict(q2.state_dict())
+        return actor, q1, q2, q1_target, q2_target, Temperature(a.alpha, a.autotune_alpha).to(dev)
 
     @property
     def iteration_env_steps(self) -> int:
@@ -171,8 +174,10 @@ class SAC(Algorithm):
         return action
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
+        """The mean action: the actor's sample with zero noise (``tanh(mean) * scale + bias``)."""
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         with torch.no_grad():
-            return self.actor.mean_action(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).cpu().numpy()
+            return self.actor(obs_t, torch.zeros(len(obs), self.act_dim, device=self.device))[0].cpu().numpy()
 
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
@@ -181,10 +186,13 @@ class SAC(Algorithm):
         n_steps = self.iteration_env_steps // a.num_envs
         losses: list[torch.Tensor] = []
         for _ in range(n_steps):
-            if self.env_steps < a.learning_starts:
-                actions = self.rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim)).astype(np.float32)
+            if self.env_steps < a.learning_starts:  # each seed's envs from the seed's own generator
+                actions = np.concatenate([rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim))
+                                          for rng in self.rngs]).astype(np.float32)
             else:
-                actions = self.policy(next_obs, torch.randn((a.num_envs, self.act_dim), device=self.device))
+                shape = (a.num_envs, self.act_dim)
+                actions = self.policy(next_obs, self.rt.draw(lambda g: torch.randn(shape, device=self.device,
+                                                                                  generator=g)))
 
             next_obs = self.step_and_store(next_obs, actions, self.buffer)
 
@@ -194,15 +202,16 @@ class SAC(Algorithm):
         self.next_obs = next_obs
         if not losses:
             return {"updated": 0.0}
-        stats = torch.stack(losses)
-        check_finite(stats[:, :2], self.updates)
-        mean = stats.mean(0).tolist()
+        stats = torch.stack(losses)  # (steps, [seeds,] 3)
+        self.rt.check_finite(stats[..., :2].movedim(-1, 0), self.updates)
+        mean = stats.mean(0).movedim(-1, 0).tolist()  # per statistic: a value, or one per seed
         return {"critic_loss": mean[0], "actor_loss": mean[1], "alpha": mean[2], "updated": 1.0}
 
     def _gradient_step(self) -> torch.Tensor:
         a, timer = self.a, self.timer
         batch = self.buffer.sample(a.batch_size)
-        noise = torch.randn((2, a.batch_size, self.act_dim), device=self.device)
+        shape = (2, a.batch_size, self.act_dim)
+        noise = self.rt.draw_per_seed(lambda g: torch.randn(shape, device=self.device, generator=g))
         b = self.to_device(batch)
         t = timer.start()
         stats = self.update(b["obs"], b["actions"], b["rewards"], b["next_obs"], b["terminated"], noise)
@@ -219,9 +228,11 @@ class SAC(Algorithm):
         return {"actor_opt": self.actor_opt, "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt}
 
     def extra_state(self) -> dict[str, Any]:
-        return {"buffer": self.buffer.state_dict(), "rng": self.rng.bit_generator.state, "next_obs": self.next_obs}
+        return {"buffer": self.buffer.state_dict(), "rngs": [rng.bit_generator.state for rng in self.rngs],
+                "next_obs": self.next_obs}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.buffer.load_state_dict(state["buffer"])
-        self.rng.bit_generator.state = state["rng"]
+        for rng, rng_state in zip(self.rngs, state["rngs"] if "rngs" in state else [state["rng"]], strict=True):
+            rng.bit_generator.state = rng_state
         self.next_obs = state["next_obs"]
