@@ -165,6 +165,10 @@ class TD3(Algorithm):
         """Exploration action for ``obs``, with the given standard-normal ``noise``."""
         return actor.clip(actor(obs) + noise * (self.a.exploration_noise * actor.scale))
 
+    def _acting_noise(self, generator: torch.Generator) -> torch.Tensor:
+        """One seed's standard-normal acting noise, a row per env, from the seed's own stream."""
+        return torch.randn((self.a.num_envs, self.act_dim), device=self.device, generator=generator)
+
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             return self.actor(torch.as_tensor(obs, dtype=torch.float32, device=self.device)).cpu().numpy()
@@ -180,9 +184,7 @@ class TD3(Algorithm):
                 actions = np.concatenate([rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim))
                                           for rng in self.rngs]).astype(np.float32)
             else:
-                shape = (a.num_envs, self.act_dim)
-                actions = self.policy(next_obs, self.rt.draw(lambda g: torch.randn(shape, generator=g,
-                                                                                  device=self.device)))
+                actions = self.policy(next_obs, self.rt.draw(self._acting_noise))
 
             next_obs = self.step_and_store(next_obs, actions, self.buffer)  # timed as env_step
 

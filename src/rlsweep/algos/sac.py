@@ -173,6 +173,10 @@ class SAC(Algorithm):
         action, _ = actor(obs, noise)
         return action
 
+    def _acting_noise(self, generator: torch.Generator) -> torch.Tensor:
+        """One seed's standard-normal acting noise, a row per env, from the seed's own stream."""
+        return torch.randn((self.a.num_envs, self.act_dim), device=self.device, generator=generator)
+
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         """The mean action: the actor's sample with zero noise (``tanh(mean) * scale + bias``)."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
@@ -190,9 +194,7 @@ class SAC(Algorithm):
                 actions = np.concatenate([rng.uniform(self.low, self.high, size=(a.num_envs, self.act_dim))
                                           for rng in self.rngs]).astype(np.float32)
             else:
-                shape = (a.num_envs, self.act_dim)
-                actions = self.policy(next_obs, self.rt.draw(lambda g: torch.randn(shape, device=self.device,
-                                                                                  generator=g)))
+                actions = self.policy(next_obs, self.rt.draw(self._acting_noise))
 
             next_obs = self.step_and_store(next_obs, actions, self.buffer)
 
