@@ -13,6 +13,10 @@ from rlsweep.prepare import read_prepare
 from rlsweep.records import (
     RESULT_FILE,
     SCHEMA_VERSION,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_OK,
+    STATUS_RUNNING,
     expand_sweep,
     job_folders,
     job_num,
@@ -22,10 +26,7 @@ from rlsweep.records import (
     sweep_lists,
 )
 from rlsweep.report.model import (
-    STATUS_FAILED,
-    STATUS_INTERRUPTED,
     STATUS_MISSING,
-    STATUS_OK,
     TOGGLE_NAMES,
     UNKNOWN,
     Job,
@@ -158,14 +159,9 @@ def _load_job(job_dir: Path) -> Job:
         overrides = _read_hydra_overrides(job_dir) or []
     overrides = [str(o) for o in overrides]
     raw_status = str(record.get("status") or "unknown")
-    if raw_status == records.STATUS_OK:
-        status = STATUS_OK
-    elif raw_status == records.STATUS_INTERRUPTED:
-        status = STATUS_INTERRUPTED
-    elif raw_status == records.STATUS_RUNNING:  # a partial sweep: no result yet (sweeps.status tells running from killed)
-        status = STATUS_MISSING
-    else:
-        status = STATUS_FAILED
+    # running: a partial sweep, no result yet (sweeps.status tells running from killed); any other: failed
+    statuses = {STATUS_OK: STATUS_OK, STATUS_INTERRUPTED: STATUS_INTERRUPTED, STATUS_RUNNING: STATUS_MISSING}
+    status = statuses.get(raw_status, STATUS_FAILED)
     error_line = None
     if status != STATUS_OK:
         error_line = last_line(record.get("error")) or (
@@ -173,7 +169,7 @@ def _load_job(job_dir: Path) -> Job:
         )
         if status == STATUS_MISSING:
             error_line = "no result yet: still running, or killed before it wrote one (see python -m sweeps.status)"
-        elif status == STATUS_FAILED and raw_status != records.STATUS_FAILED:
+        elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
             error_line = f"status {raw_status!r}: {error_line}"
     seed = record.get("seed")
     seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]

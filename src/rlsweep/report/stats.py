@@ -15,6 +15,7 @@ import numpy as np
 
 from rlsweep import prepare
 from rlsweep.bootstrap import interval, ratio_samples
+from rlsweep.records import STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK
 from rlsweep.report import measurement
 from rlsweep.report.measurement import finite
 from rlsweep.report.model import (
@@ -30,10 +31,7 @@ from rlsweep.report.model import (
     LEARNING_SD_FACTOR,
     N_BOOTSTRAP,
     PHASES,
-    STATUS_FAILED,
-    STATUS_INTERRUPTED,
     STATUS_MISSING,
-    STATUS_OK,
     TOGGLE_VALUE_ORDER,
     UNKNOWN,
     Casualty,
