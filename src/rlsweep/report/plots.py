@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlsweep.report.model import PHASES, CellSummary, Report
+from rlsweep.report.render import cell_marks
 
 
 def _new_figure(width_in: float, height_in: float) -> Any:
@@ -48,19 +49,6 @@ STEADY_COLOR = "#4c72b0"
 END_TO_END_COLOR = "#dd8452"
 NOT_CLEAN_COLOR = "#c0392b"
 LEARNING_COLOR = "#7b2cbf"
-
-
-def _marks(cell: CellSummary) -> list[str]:
-    """The marks the tables put on a cell: NOT CLEAN (a measurement flag on it or its baseline)
-    and LEARNING (its final return differs from the baseline's)."""
-    marks = []
-    if cell.flags:
-        marks.append("NOT CLEAN (" + ", ".join(cell.flags) + ")")
-    elif cell.ratio_clean is False:
-        marks.append("NOT CLEAN (baseline flagged)")
-    if cell.learning_flag:
-        marks.append("LEARNING")
-    return marks
 
 
 def _errors(cells: list[CellSummary], value: str, low: str, high: str) -> np.ndarray:
@@ -99,7 +87,7 @@ def ratio_figure(report: Report) -> Any | None:
             for c in cells]
     xmax = max([1.0, *tops])
     for y, c, top, tick in zip(ys, cells, tops, ax.get_yticklabels()):
-        marks = _marks(c)
+        marks = cell_marks(c)
         for k, mark in enumerate(marks):  # beside the cell's bars, one above the other
             color = LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR
             ax.text(top + 0.02 * xmax, y + (h / 2 - k * h if len(marks) > 1 else 0.0), mark, va="center",
@@ -114,7 +102,7 @@ def ratio_figure(report: Report) -> Any | None:
         Patch(color=END_TO_END_COLOR, label="end to end (whole-job wall time)"),
         Line2D([], [], color="black", linewidth=0.8, label="1 = baseline"),
     ]
-    if any("NOT CLEAN" in m for c in cells for m in _marks(c)):
+    if any("NOT CLEAN" in m for c in cells for m in cell_marks(c)):
         handles.append(Patch(color=NOT_CLEAN_COLOR, label="NOT CLEAN: measurement flag (summary.md)"))
     if any(c.learning_flag for c in cells):
         handles.append(Patch(color=LEARNING_COLOR, label="LEARNING: final return differs"))

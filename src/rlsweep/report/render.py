@@ -114,16 +114,17 @@ def _short_flags(cell: CellSummary) -> str:
     return ", ".join(marks)
 
 
-def _clean_text(cell: CellSummary) -> str:
-    """Whether a cell's comparison can be trusted, in words, for the verdict."""
-    words = []
+def cell_marks(cell: CellSummary, learning: str = "LEARNING") -> list[str]:
+    """The marks the verdict and ratio.png put on a cell: NOT CLEAN (a measurement flag on it or its
+    baseline) and ``learning`` (its final return differs from the baseline's)."""
+    marks = []
     if cell.flags:
-        words.append(f"NOT CLEAN ({_flags_text(cell)})")
+        marks.append(f"NOT CLEAN ({_flags_text(cell)})")
     elif cell.ratio_clean is False:
-        words.append("NOT CLEAN (baseline flagged)")
+        marks.append("NOT CLEAN (baseline flagged)")
     if cell.learning_flag:
-        words.append("LEARNING differs")
-    return ", ".join(words) if words else "clean"
+        marks.append(learning)
+    return marks
 
 
 def verdict_lines(report: Report) -> list[str]:
@@ -151,7 +152,7 @@ def verdict_lines(report: Report) -> list[str]:
     lines = [
         f"{lead}{best.label}: {steady} steady{caveat}, "
         + (f"{e2e} end to end" if e2e != "-" else "no end-to-end ratio")
-        + f"; {_clean_text(best)}"
+        + f"; {', '.join(cell_marks(best, 'LEARNING differs')) or 'clean'}"
     ]
     top = next((e for e in report.marginal_effects if e.rank == 1), None)
     if top is not None and top.effect is not None:
