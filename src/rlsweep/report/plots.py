@@ -25,12 +25,10 @@ def _new_figure(width_in: float, height_in: float) -> Any:
     return fig
 
 
-def _per_cell_figure(cells: list[CellSummary]) -> Any:
-    """A figure with one horizontal bar per cell, tall enough for the labels."""
-    return _new_figure(9.0, max(3.5, 0.45 * len(cells) + 1.5))
-
-
-def _png_bytes(fig: Any) -> bytes:
+def png_bytes(fig: Any | None) -> bytes | None:
+    """A figure of :data:`PLOTS` as PNG (None: the plot had no data)."""
+    if fig is None:
+        return None
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
@@ -110,18 +108,12 @@ def ratio_figure(report: Report) -> Any | None:
     return fig
 
 
-def plot_ratio(report: Report) -> bytes | None:
-    """ratio.png (see :func:`ratio_figure`)."""
-    fig = ratio_figure(report)
-    return None if fig is None else _png_bytes(fig)
-
-
-def plot_phases(report: Report) -> bytes | None:
-    """Stacked bars of steady-state seconds per phase for each cell."""
+def phases_figure(report: Report) -> Any | None:
+    """phases.png's figure: stacked bars of steady-state seconds per phase for each cell."""
     cells = [c for c in report.cells if any(v is not None for v in c.phase_total_s.values())]
     if not cells:
         return None
-    fig = _per_cell_figure(cells)
+    fig = _new_figure(9.0, max(3.5, 0.45 * len(cells) + 1.5))  # one bar per cell, tall enough for the labels
     ax = fig.add_subplot(1, 1, 1)
     ys = np.arange(len(cells))[::-1]
     left = np.zeros(len(cells))
@@ -136,7 +128,7 @@ def plot_phases(report: Report) -> bytes | None:
     ax.set_xlabel("steady-state seconds per phase (median over seeds)")
     ax.set_title("Where the time goes")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(PHASES))
-    return _png_bytes(fig)
+    return fig
 
 
 def _smoothed(values: list[float]) -> np.ndarray:
@@ -239,15 +231,9 @@ def learning_figure(report: Report) -> Any | None:
     return fig
 
 
-def plot_learning(report: Report) -> bytes | None:
-    """learning_curves.png (see :func:`learning_figure`)."""
-    fig = learning_figure(report)
-    return None if fig is None else _png_bytes(fig)
-
-
-#: file name -> plot function, in the order they are written
-PLOTS: tuple[tuple[str, Callable[[Report], bytes | None]], ...] = (
-    ("ratio.png", plot_ratio),
-    ("phases.png", plot_phases),
-    ("learning_curves.png", plot_learning),
+#: file name -> figure function (None: no data to plot), in the order they are written
+PLOTS: tuple[tuple[str, Callable[[Report], Any | None]], ...] = (
+    ("ratio.png", ratio_figure),
+    ("phases.png", phases_figure),
+    ("learning_curves.png", learning_figure),
 )
