@@ -25,6 +25,7 @@ from rlsweep.records import (
     read_multirun,
     sweep_lists,
 )
+from rlsweep.report.measurement import section
 from rlsweep.report.model import (
     STATUS_MISSING,
     TOGGLE_NAMES,
@@ -181,9 +182,7 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
     """Fill each job's cell key; returns the ordered dimensions and the toggle ones."""
     names = list(TOGGLE_NAMES)
     for job in jobs:
-        toggles = job.record.get("toggles")
-        if isinstance(toggles, dict):
-            names += [str(n) for n in toggles if str(n) not in names]
+        names += [str(n) for n in section(job.record, "toggles") if str(n) not in names]
     order: list[str] = []
     raw: list[dict[str, str]] = []
     for job in jobs:

@@ -32,10 +32,15 @@ def finite(value: Any) -> float | None:
     return float(value)
 
 
+def section(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
+
+
 def _rates(job: Job) -> list[float]:
     """The job's steady per-iteration env_steps_per_s (positive finite values only)."""
-    thr = job.record.get("throughput")
-    values = thr.get("per_iteration_env_steps_per_s") if isinstance(thr, dict) else None
+    values = section(job.record, "throughput").get("per_iteration_env_steps_per_s")
     return [r for r in (finite(v) for v in values or []) if r is not None and r > 0]
 
 
@@ -95,8 +100,7 @@ def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
     """Whether a cell's ok seeds disagree beyond their own iteration noise (None: not assessed)."""
     per_job = []
     for job in jobs:
-        thr = job.record.get("throughput")
-        rate = finite(thr.get("env_steps_per_s")) if isinstance(thr, dict) else None
+        rate = finite(section(job.record, "throughput").get("env_steps_per_s"))
         iters = _rates(job)
         if rate is not None and rate > 0 and len(iters) >= 2:
             per_job.append((rate, job.seed, iters))
@@ -149,8 +153,7 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
         start, end = parse_time(rec.get("started_at")), parse_time(rec.get("finished_at"))
         if start is None or end is None or end < start:
             continue
-        info = rec.get("job") if isinstance(rec.get("job"), dict) else {}
-        fp = rec.get("fingerprint") if isinstance(rec.get("fingerprint"), dict) else {}
+        info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
         threads = fp.get("num_threads")
         threads = int(threads) if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1

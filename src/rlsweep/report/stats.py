@@ -17,7 +17,7 @@ from rlsweep import prepare
 from rlsweep.bootstrap import interval, ratio_samples
 from rlsweep.records import STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK
 from rlsweep.report import measurement
-from rlsweep.report.measurement import finite
+from rlsweep.report.measurement import finite, section
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
@@ -168,7 +168,7 @@ def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: d
         if cold.get("status") == "ok":
             cell.cold_compile_s = finite(cold.get("compile_s"))
         for job in jobs:
-            state = _section(job.record, "measurement")
+            state = section(job.record, "measurement")
             if job.status != STATUS_OK or not state.get("process"):
                 continue
             process, cache = str(state["process"]), state.get("compile_cache")
@@ -207,12 +207,6 @@ def _flag(cell: CellSummary, kind: str, *notes: str) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
-    """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
-    value = record.get(name)
-    return value if isinstance(value, dict) else {}
-
-
 def _append_num(values: list[float], value: Any) -> bool:
     """Append value when it is a finite number; returns whether it was."""
     number = finite(value)
@@ -233,7 +227,7 @@ def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
              ("cudagraph_skips", "cudagraph_skip_reasons"))
     skips: dict[str, int] = {}
     for job in jobs:
-        per_function = _section(_section(job.record, "compile"), "per_function")
+        per_function = section(section(job.record, "compile"), "per_function")
         for name, fn in per_function.items():
             if not isinstance(fn, dict):
                 continue
@@ -311,12 +305,12 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         wall, n_steps = finite(rec.get("wall_s")), finite(rec.get("env_steps"))
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
-            rate = finite(_section(rec, "throughput").get("env_steps_per_s"))
+            rate = finite(section(rec, "throughput").get("env_steps_per_s"))
             if n_steps is not None and rate is not None and rate > 0:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
         _note_drift(cell, job)
-        thr, comp, learn = (_section(rec, name) for name in ("throughput", "compile", "learning"))
+        thr, comp, learn = (section(rec, name) for name in ("throughput", "compile", "learning"))
         rate = finite(thr.get("env_steps_per_s"))
         if rate is not None and rate > 0:
             cell.env_steps_per_s_seeds.append(rate)
@@ -331,7 +325,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         if _append_num(returns, learn.get("final_return")):
             _append_num(eval_sds, learn.get("final_return_std"))
             eval_returns = [r for r in (finite(v) for v in learn.get("eval_returns") or []) if r is not None]
-        curve = _section(learn, "curve")
+        curve = section(learn, "curve")
         if curve.get("episode_return"):
             cell.curves.append(
                 {
@@ -341,7 +335,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
                     "episode_return": list(curve.get("episode_return") or []),
                 }
             )
-    _summarise_phases(cell, [_section(j.record, "timings") for j in ok])
+    _summarise_phases(cell, [section(j.record, "timings") for j in ok])
     cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
     cell.updates_per_s = _median(updates)
     cell.compile_s = _median(compile_s)
@@ -396,7 +390,7 @@ def _summarise_returns(cell: CellSummary, returns: list[float], eval_returns: li
 def _note_jobs(cell: CellSummary, jobs: list[Job]) -> None:
     """The toggles that did not apply, and one error line per job that did not finish ok."""
     for job in jobs:
-        for name, entry in _section(job.record, "toggles").items():
+        for name, entry in section(job.record, "toggles").items():
             if isinstance(entry, dict) and entry.get("applied") is False:
                 text = f"{name}: {entry.get('reason') or 'not applied (no reason given)'}"
                 if text not in cell.not_applicable:
@@ -410,7 +404,7 @@ def _cell_fingerprint(cell: CellSummary, ok: list[Job]) -> None:
     """The cell's machine fingerprint, or a note naming the field where its ok jobs differ."""
     fps: list[tuple[str, ...]] = []
     for job in ok:
-        fp = _fingerprint_key(_section(job.record, "fingerprint"))
+        fp = _fingerprint_key(section(job.record, "fingerprint"))
         if fp not in fps:
             fps.append(fp)
     if len(fps) == 1:
@@ -425,7 +419,7 @@ def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
     for phase in PHASES:
         medians, totals = [], []
         for t in timings:
-            entry = _section(t, phase)
+            entry = section(t, phase)
             med = finite(entry.get("median_ms"))
             if med is not None:
                 medians.append(med)
@@ -442,7 +436,7 @@ def _commits(record: dict[str, Any]) -> list[str]:
     """The commits a job ran on, one per attempt, as ``abc1234`` (``+dirty`` with uncommitted changes)."""
     history = record.get("code_history")
     if not isinstance(history, list) or not history:
-        code = _section(_section(_section(record, "provenance"), "code"), "rlsweep")
+        code = section(section(section(record, "provenance"), "code"), "rlsweep")
         history = [code] if code else []
     out = []
     for segment in history:
