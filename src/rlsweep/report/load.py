@@ -183,15 +183,9 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
     names = list(TOGGLE_NAMES)
     for job in jobs:
         names += [str(n) for n in section(job.record, "toggles") if str(n) not in names]
-    order: list[str] = []
-    raw: list[dict[str, str]] = []
-    for job in jobs:
-        dims, _ = override_dims(job.overrides)
-        dims.update(record_dims(job.record))
-        raw.append(dims)
-        for d in dims:
-            if d not in order:
-                order.append(d)
+    # a record's values win over its overrides' (the record says what the job ran)
+    raw = [{**override_dims(job.overrides)[0], **record_dims(job.record)} for job in jobs]
+    order = list(dict.fromkeys(d for dims in raw for d in dims))
 
     def signature(job: Job) -> tuple[tuple[str, str], ...]:
         return tuple(p for p in override_signature(job.overrides) if p[0] != "seed")

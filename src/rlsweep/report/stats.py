@@ -402,11 +402,7 @@ def _note_jobs(cell: CellSummary, jobs: list[Job]) -> None:
 
 def _cell_fingerprint(cell: CellSummary, ok: list[Job]) -> None:
     """The cell's machine fingerprint, or a note naming the field where its ok jobs differ."""
-    fps: list[tuple[str, ...]] = []
-    for job in ok:
-        fp = _fingerprint_key(section(job.record, "fingerprint"))
-        if fp not in fps:
-            fps.append(fp)
+    fps = list(dict.fromkeys(_fingerprint_key(section(job.record, "fingerprint")) for job in ok))
     if len(fps) == 1:
         cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
     elif len(fps) > 1:
@@ -438,11 +434,8 @@ def _commits(record: dict[str, Any]) -> list[str]:
     if not isinstance(history, list) or not history:
         code = section(section(section(record, "provenance"), "code"), "rlsweep")
         history = [code] if code else []
-    out = []
-    for segment in history:
-        if isinstance(segment, dict) and segment.get("commit"):
-            out.append(str(segment["commit"])[:7] + ("+dirty" if segment.get("dirty") else ""))
-    return out
+    return [str(segment["commit"])[:7] + ("+dirty" if segment.get("dirty") else "")
+            for segment in history if isinstance(segment, dict) and segment.get("commit")]
 
 
 def _code_notes(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[str]:
@@ -735,11 +728,7 @@ def _marginal_effects(cells: list[CellSummary], dims: list[str], toggles_varied:
             a = baseline_cells[0].key.get(toggle, UNKNOWN)
         else:
             continue
-        values: list[str] = []
-        for cell in cells:
-            v = cell.key.get(toggle, UNKNOWN)
-            if v not in values and v != UNKNOWN:
-                values.append(v)
+        values = [v for v in dict.fromkeys(cell.key.get(toggle, UNKNOWN) for cell in cells) if v != UNKNOWN]
         others = [d for d in dims if d != toggle]
         index: dict[tuple[str, ...], dict[str, CellSummary]] = {}
         for cell in cells:
