@@ -38,7 +38,13 @@ def section(record: dict[str, Any], name: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _rates(job: Job) -> list[float]:
+def steady_rate(job: Job) -> float | None:
+    """The job's steady-state env_steps_per_s; None unless it is a positive finite number."""
+    rate = finite(section(job.record, "throughput").get("env_steps_per_s"))
+    return rate if rate is not None and rate > 0 else None
+
+
+def iteration_rates(job: Job) -> list[float]:
     """The job's steady per-iteration env_steps_per_s (positive finite values only)."""
     values = section(job.record, "throughput").get("per_iteration_env_steps_per_s")
     return [r for r in (finite(v) for v in values or []) if r is not None and r > 0]
@@ -72,7 +78,7 @@ def job_drift(job: Job) -> dict[str, Any] | None:
         ``flagged`` per the drift rule, ``rate_uncertainty`` = 2 standard errors of the job's
         median rate relative to it, ``noisy`` when that exceeds the drift threshold.
     """
-    rates = _rates(job)
+    rates = iteration_rates(job)
     k = len(rates) // 3
     if k < DRIFT_MIN_PER_THIRD:
         return None
@@ -100,9 +106,8 @@ def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
     """Whether a cell's ok seeds disagree beyond their own iteration noise (None: not assessed)."""
     per_job = []
     for job in jobs:
-        rate = finite(section(job.record, "throughput").get("env_steps_per_s"))
-        iters = _rates(job)
-        if rate is not None and rate > 0 and len(iters) >= 2:
+        rate, iters = steady_rate(job), iteration_rates(job)
+        if rate is not None and len(iters) >= 2:
             per_job.append((rate, job.seed, iters))
     if len(per_job) < 2:
         return None, None

@@ -302,22 +302,17 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     fixed: list[float] = []
     for job in ok:
         rec = job.record
-        wall, n_steps = finite(rec.get("wall_s")), finite(rec.get("env_steps"))
+        wall, n_steps, rate = finite(rec.get("wall_s")), finite(rec.get("env_steps")), measurement.steady_rate(job)
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
-            rate = finite(section(rec, "throughput").get("env_steps_per_s"))
-            if n_steps is not None and rate is not None and rate > 0:
+            if n_steps is not None and rate is not None:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
         _note_drift(cell, job)
         thr, comp, learn = (section(rec, name) for name in ("throughput", "compile", "learning"))
-        rate = finite(thr.get("env_steps_per_s"))
-        if rate is not None and rate > 0:
+        if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
-        for value in thr.get("per_iteration_env_steps_per_s") or []:
-            it_rate = finite(value)
-            if it_rate is not None and it_rate > 0:
-                cell.iteration_env_steps_per_s.append(it_rate)
+        cell.iteration_env_steps_per_s += measurement.iteration_rates(job)
         _append_num(updates, thr.get("updates_per_s"))
         _append_num(compile_s, comp.get("compile_s"))
         _append_num(breaks, comp.get("graph_breaks"))
@@ -327,14 +322,8 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             eval_returns = [r for r in (finite(v) for v in learn.get("eval_returns") or []) if r is not None]
         curve = section(learn, "curve")
         if curve.get("episode_return"):
-            cell.curves.append(
-                {
-                    "seed": job.seed,
-                    "env_steps": list(curve.get("env_steps") or []),
-                    "wall_s": list(curve.get("wall_s") or []),
-                    "episode_return": list(curve.get("episode_return") or []),
-                }
-            )
+            series = ("env_steps", "wall_s", "episode_return")
+            cell.curves.append({"seed": job.seed, **{k: list(curve.get(k) or []) for k in series}})
     _summarise_phases(cell, [section(j.record, "timings") for j in ok])
     cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
     cell.updates_per_s = _median(updates)
