@@ -236,8 +236,7 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
 
     Read from the records' ``started_at`` (ties: ``job.num``); see :class:`~rlsweep.report.model.Report`.
     """
-    timed = [s for s in spans(jobs)]
-    timed.sort(key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
+    timed = sorted(spans(jobs), key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
     concurrent = max_concurrent(timed)
     launchers = sorted({str((s.job.record.get("job") or {}).get("launcher") or UNKNOWN) for s in timed})
     limits = sorted({str(m) for s in timed if (m := (s.job.record.get("job") or {}).get("max_parallel"))})

@@ -573,15 +573,12 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     ]
     rows = []
     for cell in report.cells:
-        values: dict[str, Any] = dict(cell.varied)
-        values.update({
+        values: dict[str, Any] = {  # the cell's own fields where no column of the same name says otherwise
+            **vars(cell), **cell.varied,
             "cell": cell.label, "is_baseline": cell.is_baseline, "baseline_cell": cell.baseline_label,
             **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
             **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
-        })
-        for name in columns:
-            if name not in values and hasattr(cell, name):
-                values[name] = getattr(cell, name)
+        }
         rows.append([values.get(name) for name in columns])
     return columns, rows
 
