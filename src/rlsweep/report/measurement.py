@@ -238,8 +238,8 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     """
     timed = sorted(spans(jobs), key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
     concurrent = max_concurrent(timed)
-    launchers = sorted({str((s.job.record.get("job") or {}).get("launcher") or UNKNOWN) for s in timed})
-    limits = sorted({str(m) for s in timed if (m := (s.job.record.get("job") or {}).get("max_parallel"))})
+    launchers = sorted({str(section(s.job.record, "job").get("launcher") or UNKNOWN) for s in timed})
+    limits = sorted({str(m) for s in timed if (m := section(s.job.record, "job").get("max_parallel"))})
     base = {"n_timed_jobs": len(timed), "max_concurrent": concurrent, "launchers": launchers,
             "max_parallel": limits}
     if len(timed) < 2:
