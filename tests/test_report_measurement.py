@@ -13,7 +13,7 @@ import pytest
 from test_report import cell, make_record, write_job
 
 from rlsweep import report as rp
-from rlsweep.report.plots import _median_band, plot_learning
+from rlsweep.report.plots import _median_band, learning_figure, png_bytes
 from rlsweep.report.render import render_markdown
 
 T0 = dt.datetime(2026, 11, 29, 21, 0, 0, tzinfo=dt.timezone.utc)
@@ -259,7 +259,7 @@ def test_learning_curves_of_several_seeds_have_a_median_and_a_band() -> None:
 def test_the_learning_plot_draws_several_seeds(tmp_path: Path) -> None:
     report = build(tmp_path, [make_record(seed=s, rate=100) for s in range(3)]
                    + [make_record(compile="default", seed=s, rate=150) for s in range(3)])
-    png = plot_learning(report)
+    png = png_bytes(learning_figure(report))
     assert png is not None and png[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -47,7 +46,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
             p.error(f"unknown peers {sorted(set(peers) - set(known))}; valid: {', '.join(known)}")
         if args.peers is not None and "sb3" not in peers:
             p.error("--peers must include sb3: the targets are against Stable-Baselines3")
-        if importlib.util.find_spec("stable_baselines3") is None:
+        if "sb3" not in installed:
             print('stable-baselines3 is not installed: pip install -e ".[bench]"', file=sys.stderr)
             return 2
         missing = [q for q in core.PEERS if q.key in peers and q.key not in installed]

@@ -39,14 +39,6 @@ SB3_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def _env_config(algo: str) -> Any:
-    """rlsweep's EnvConfig of ``algo``'s env: the Atari preprocessing of env=breakout where it has one."""
-    from rlsweep.config import EnvConfig
-
-    s = SB3_SETTINGS[algo]
-    return EnvConfig(id=s["env_id"], atari=s.get("atari", False))
-
-
 class SteadyClock:
     """Notes the time at the first collection that starts at or after the steady boundary."""
 
@@ -106,6 +98,8 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
+    from rlsweep.config import EnvConfig
+
     s = SB3_SETTINGS[algo]
 
     class SteadyMark(BaseCallback):
@@ -122,7 +116,8 @@ def run_sb3(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: i
             return True
 
     t_start = time.perf_counter()
-    env_cfg = _env_config(algo)
+    # rlsweep's config of the env: env=breakout's Atari preprocessing where it has one
+    env_cfg = EnvConfig(id=s["env_id"], atari=s.get("atari", False))
     sb3_atari = env_cfg.atari and pipeline == "sb3"
     if sb3_atari:
         env = _sb3_atari_env(s["sb3_env_id"], s["n_envs"], seed)

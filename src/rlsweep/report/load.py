@@ -13,6 +13,10 @@ from rlsweep.prepare import read_prepare
 from rlsweep.records import (
     RESULT_FILE,
     SCHEMA_VERSION,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_OK,
+    STATUS_RUNNING,
     expand_sweep,
     job_folders,
     job_num,
@@ -21,11 +25,9 @@ from rlsweep.records import (
     read_multirun,
     sweep_lists,
 )
+from rlsweep.report.measurement import section
 from rlsweep.report.model import (
-    STATUS_FAILED,
-    STATUS_INTERRUPTED,
     STATUS_MISSING,
-    STATUS_OK,
     TOGGLE_NAMES,
     UNKNOWN,
     Job,
@@ -158,14 +160,9 @@ def _load_job(job_dir: Path) -> Job:
         overrides = _read_hydra_overrides(job_dir) or []
     overrides = [str(o) for o in overrides]
     raw_status = str(record.get("status") or "unknown")
-    if raw_status == records.STATUS_OK:
-        status = STATUS_OK
-    elif raw_status == records.STATUS_INTERRUPTED:
-        status = STATUS_INTERRUPTED
-    elif raw_status == records.STATUS_RUNNING:  # a partial sweep: no result yet (sweeps.status tells running from killed)
-        status = STATUS_MISSING
-    else:
-        status = STATUS_FAILED
+    # running: a partial sweep, no result yet (sweeps.status tells running from killed); any other: failed
+    statuses = {STATUS_OK: STATUS_OK, STATUS_INTERRUPTED: STATUS_INTERRUPTED, STATUS_RUNNING: STATUS_MISSING}
+    status = statuses.get(raw_status, STATUS_FAILED)
     error_line = None
     if status != STATUS_OK:
         error_line = last_line(record.get("error")) or (
@@ -173,7 +170,7 @@ def _load_job(job_dir: Path) -> Job:
         )
         if status == STATUS_MISSING:
             error_line = "no result yet: still running, or killed before it wrote one (see python -m sweeps.status)"
-        elif status == STATUS_FAILED and raw_status != records.STATUS_FAILED:
+        elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
             error_line = f"status {raw_status!r}: {error_line}"
     seed = record.get("seed")
     seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]
@@ -185,18 +182,10 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
     """Fill each job's cell key; returns the ordered dimensions and the toggle ones."""
     names = list(TOGGLE_NAMES)
     for job in jobs:
-        toggles = job.record.get("toggles")
-        if isinstance(toggles, dict):
-            names += [str(n) for n in toggles if str(n) not in names]
-    order: list[str] = []
-    raw: list[dict[str, str]] = []
-    for job in jobs:
-        dims, _ = override_dims(job.overrides)
-        dims.update(record_dims(job.record))
-        raw.append(dims)
-        for d in dims:
-            if d not in order:
-                order.append(d)
+        names += [str(n) for n in section(job.record, "toggles") if str(n) not in names]
+    # a record's values win over its overrides' (the record says what the job ran)
+    raw = [{**override_dims(job.overrides)[0], **record_dims(job.record)} for job in jobs]
+    order = list(dict.fromkeys(d for dims in raw for d in dims))
 
     def signature(job: Job) -> tuple[tuple[str, str], ...]:
         return tuple(p for p in override_signature(job.overrides) if p[0] != "seed")

@@ -32,10 +32,21 @@ def finite(value: Any) -> float | None:
     return float(value)
 
 
-def _rates(job: Job) -> list[float]:
+def section(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def steady_rate(job: Job) -> float | None:
+    """The job's steady-state env_steps_per_s; None unless it is a positive finite number."""
+    rate = finite(section(job.record, "throughput").get("env_steps_per_s"))
+    return rate if rate is not None and rate > 0 else None
+
+
+def iteration_rates(job: Job) -> list[float]:
     """The job's steady per-iteration env_steps_per_s (positive finite values only)."""
-    thr = job.record.get("throughput")
-    values = thr.get("per_iteration_env_steps_per_s") if isinstance(thr, dict) else None
+    values = section(job.record, "throughput").get("per_iteration_env_steps_per_s")
     return [r for r in (finite(v) for v in values or []) if r is not None and r > 0]
 
 
@@ -67,7 +78,7 @@ def job_drift(job: Job) -> dict[str, Any] | None:
         ``flagged`` per the drift rule, ``rate_uncertainty`` = 2 standard errors of the job's
         median rate relative to it, ``noisy`` when that exceeds the drift threshold.
     """
-    rates = _rates(job)
+    rates = iteration_rates(job)
     k = len(rates) // 3
     if k < DRIFT_MIN_PER_THIRD:
         return None
@@ -95,10 +106,8 @@ def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
     """Whether a cell's ok seeds disagree beyond their own iteration noise (None: not assessed)."""
     per_job = []
     for job in jobs:
-        thr = job.record.get("throughput")
-        rate = finite(thr.get("env_steps_per_s")) if isinstance(thr, dict) else None
-        iters = _rates(job)
-        if rate is not None and rate > 0 and len(iters) >= 2:
+        rate, iters = steady_rate(job), iteration_rates(job)
+        if rate is not None and len(iters) >= 2:
             per_job.append((rate, job.seed, iters))
     if len(per_job) < 2:
         return None, None
@@ -149,8 +158,7 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
         start, end = parse_time(rec.get("started_at")), parse_time(rec.get("finished_at"))
         if start is None or end is None or end < start:
             continue
-        info = rec.get("job") if isinstance(rec.get("job"), dict) else {}
-        fp = rec.get("fingerprint") if isinstance(rec.get("fingerprint"), dict) else {}
+        info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
         threads = fp.get("num_threads")
         threads = int(threads) if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1
@@ -231,11 +239,10 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
 
     Read from the records' ``started_at`` (ties: ``job.num``); see :class:`~rlsweep.report.model.Report`.
     """
-    timed = [s for s in spans(jobs)]
-    timed.sort(key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
+    timed = sorted(spans(jobs), key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
     concurrent = max_concurrent(timed)
-    launchers = sorted({str((s.job.record.get("job") or {}).get("launcher") or UNKNOWN) for s in timed})
-    limits = sorted({str(m) for s in timed if (m := (s.job.record.get("job") or {}).get("max_parallel"))})
+    launchers = sorted({str(section(s.job.record, "job").get("launcher") or UNKNOWN) for s in timed})
+    limits = sorted({str(m) for s in timed if (m := section(s.job.record, "job").get("max_parallel"))})
     base = {"n_timed_jobs": len(timed), "max_concurrent": concurrent, "launchers": launchers,
             "max_parallel": limits}
     if len(timed) < 2:

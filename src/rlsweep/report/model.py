@@ -43,9 +43,7 @@ FLAG_SEEDS = "seeds_disagree"
 FLAG_OVERSUBSCRIBED = "oversubscribed"
 FLAG_STATE = "state_differs"
 
-STATUS_OK = "ok"
-STATUS_FAILED = "failed"
-STATUS_INTERRUPTED = "interrupted"
+#: a job with no result (the records' statuses: rlsweep.records.STATUS_OK, ...)
 STATUS_MISSING = "missing"
 
 CI_RULE = (

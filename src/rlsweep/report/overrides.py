@@ -67,11 +67,7 @@ def norm_key(key: str) -> str:
 
 def override_signature(overrides: Iterable[str]) -> tuple[tuple[str, str], ...]:
     """Sorted normalised (key, value) pairs: equal for the same job however it was spelled."""
-    pairs = []
-    for text in overrides:
-        key, value = split_override(text)
-        pairs.append((norm_key(key), norm_value(value)))
-    return tuple(sorted(pairs))
+    return tuple(sorted((norm_key(key), norm_value(value)) for key, value in map(split_override, overrides)))
 
 
 def override_dims(overrides: Iterable[str]) -> tuple[dict[str, str], str | None]:

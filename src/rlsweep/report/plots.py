@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlsweep.report.model import PHASES, CellSummary, Report
+from rlsweep.report.render import cell_marks
 
 
 def _new_figure(width_in: float, height_in: float) -> Any:
@@ -24,12 +25,10 @@ def _new_figure(width_in: float, height_in: float) -> Any:
     return fig
 
 
-def _per_cell_figure(cells: list[CellSummary]) -> Any:
-    """A figure with one horizontal bar per cell, tall enough for the labels."""
-    return _new_figure(9.0, max(3.5, 0.45 * len(cells) + 1.5))
-
-
-def _png_bytes(fig: Any) -> bytes:
+def png_bytes(fig: Any | None) -> bytes | None:
+    """A figure of :data:`PLOTS` as PNG (None: the plot had no data)."""
+    if fig is None:
+        return None
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png")
@@ -48,19 +47,6 @@ STEADY_COLOR = "#4c72b0"
 END_TO_END_COLOR = "#dd8452"
 NOT_CLEAN_COLOR = "#c0392b"
 LEARNING_COLOR = "#7b2cbf"
-
-
-def _marks(cell: CellSummary) -> list[str]:
-    """The marks the tables put on a cell: NOT CLEAN (a measurement flag on it or its baseline)
-    and LEARNING (its final return differs from the baseline's)."""
-    marks = []
-    if cell.flags:
-        marks.append("NOT CLEAN (" + ", ".join(cell.flags) + ")")
-    elif cell.ratio_clean is False:
-        marks.append("NOT CLEAN (baseline flagged)")
-    if cell.learning_flag:
-        marks.append("LEARNING")
-    return marks
 
 
 def _errors(cells: list[CellSummary], value: str, low: str, high: str) -> np.ndarray:
@@ -99,7 +85,7 @@ def ratio_figure(report: Report) -> Any | None:
             for c in cells]
     xmax = max([1.0, *tops])
     for y, c, top, tick in zip(ys, cells, tops, ax.get_yticklabels()):
-        marks = _marks(c)
+        marks = cell_marks(c)
         for k, mark in enumerate(marks):  # beside the cell's bars, one above the other
             color = LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR
             ax.text(top + 0.02 * xmax, y + (h / 2 - k * h if len(marks) > 1 else 0.0), mark, va="center",
@@ -114,7 +100,7 @@ def ratio_figure(report: Report) -> Any | None:
         Patch(color=END_TO_END_COLOR, label="end to end (whole-job wall time)"),
         Line2D([], [], color="black", linewidth=0.8, label="1 = baseline"),
     ]
-    if any("NOT CLEAN" in m for c in cells for m in _marks(c)):
+    if any("NOT CLEAN" in m for c in cells for m in cell_marks(c)):
         handles.append(Patch(color=NOT_CLEAN_COLOR, label="NOT CLEAN: measurement flag (summary.md)"))
     if any(c.learning_flag for c in cells):
         handles.append(Patch(color=LEARNING_COLOR, label="LEARNING: final return differs"))
@@ -122,18 +108,12 @@ def ratio_figure(report: Report) -> Any | None:
     return fig
 
 
-def plot_ratio(report: Report) -> bytes | None:
-    """ratio.png (see :func:`ratio_figure`)."""
-    fig = ratio_figure(report)
-    return None if fig is None else _png_bytes(fig)
-
-
-def plot_phases(report: Report) -> bytes | None:
-    """Stacked bars of steady-state seconds per phase for each cell."""
+def phases_figure(report: Report) -> Any | None:
+    """phases.png's figure: stacked bars of steady-state seconds per phase for each cell."""
     cells = [c for c in report.cells if any(v is not None for v in c.phase_total_s.values())]
     if not cells:
         return None
-    fig = _per_cell_figure(cells)
+    fig = _new_figure(9.0, max(3.5, 0.45 * len(cells) + 1.5))  # one bar per cell, tall enough for the labels
     ax = fig.add_subplot(1, 1, 1)
     ys = np.arange(len(cells))[::-1]
     left = np.zeros(len(cells))
@@ -148,7 +128,7 @@ def plot_phases(report: Report) -> bytes | None:
     ax.set_xlabel("steady-state seconds per phase (median over seeds)")
     ax.set_title("Where the time goes")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(PHASES))
-    return _png_bytes(fig)
+    return fig
 
 
 def _smoothed(values: list[float]) -> np.ndarray:
@@ -251,15 +231,9 @@ def learning_figure(report: Report) -> Any | None:
     return fig
 
 
-def plot_learning(report: Report) -> bytes | None:
-    """learning_curves.png (see :func:`learning_figure`)."""
-    fig = learning_figure(report)
-    return None if fig is None else _png_bytes(fig)
-
-
-#: file name -> plot function, in the order they are written
-PLOTS: tuple[tuple[str, Callable[[Report], bytes | None]], ...] = (
-    ("ratio.png", plot_ratio),
-    ("phases.png", plot_phases),
-    ("learning_curves.png", plot_learning),
+#: file name -> figure function (None: no data to plot), in the order they are written
+PLOTS: tuple[tuple[str, Callable[[Report], Any | None]], ...] = (
+    ("ratio.png", ratio_figure),
+    ("phases.png", phases_figure),
+    ("learning_curves.png", learning_figure),
 )

@@ -114,16 +114,17 @@ def _short_flags(cell: CellSummary) -> str:
     return ", ".join(marks)
 
 
-def _clean_text(cell: CellSummary) -> str:
-    """Whether a cell's comparison can be trusted, in words, for the verdict."""
-    words = []
+def cell_marks(cell: CellSummary, learning: str = "LEARNING") -> list[str]:
+    """The marks the verdict and ratio.png put on a cell: NOT CLEAN (a measurement flag on it or its
+    baseline) and ``learning`` (its final return differs from the baseline's)."""
+    marks = []
     if cell.flags:
-        words.append(f"NOT CLEAN ({_flags_text(cell)})")
+        marks.append(f"NOT CLEAN ({_flags_text(cell)})")
     elif cell.ratio_clean is False:
-        words.append("NOT CLEAN (baseline flagged)")
+        marks.append("NOT CLEAN (baseline flagged)")
     if cell.learning_flag:
-        words.append("LEARNING differs")
-    return ", ".join(words) if words else "clean"
+        marks.append(learning)
+    return marks
 
 
 def verdict_lines(report: Report) -> list[str]:
@@ -151,7 +152,7 @@ def verdict_lines(report: Report) -> list[str]:
     lines = [
         f"{lead}{best.label}: {steady} steady{caveat}, "
         + (f"{e2e} end to end" if e2e != "-" else "no end-to-end ratio")
-        + f"; {_clean_text(best)}"
+        + f"; {', '.join(cell_marks(best, 'LEARNING differs')) or 'clean'}"
     ]
     top = next((e for e in report.marginal_effects if e.rank == 1), None)
     if top is not None and top.effect is not None:
@@ -322,6 +323,12 @@ def _md_text(text: Any) -> str:
     return " ".join(str(text).split()).replace("<", "\\<")
 
 
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A markdown table: the header, its rule, one line per row (every value escaped)."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *["| " + " | ".join(_md_escape(str(x)) for x in row) + " |" for row in rows]]
+
+
 def _times(entry: dict[str, Any]) -> str:
     jobs = entry.get("jobs", 1)
     return f"×{entry.get('count', 1)} ({jobs} job{'s' if jobs != 1 else ''})"
@@ -433,10 +440,8 @@ def _md_cells(report: Report) -> list[str]:
         "from a cell or baseline with a measurement flag (see below). final_return: median "
         "[interquartile range] over seeds (one seed: over its evaluation episodes).",
         "",
-        "| " + " | ".join(_MD_CELL_HEADER) + " |",
-        "|" + "---|" * len(_MD_CELL_HEADER),
     ]
-    return lines + ["| " + " | ".join(_md_escape(x) for x in _md_cell_row(c)) + " |" for c in report.cells]
+    return lines + _md_table(_MD_CELL_HEADER, [_md_cell_row(c) for c in report.cells])
 
 
 def _md_cell_row(cell: CellSummary) -> list[str]:
@@ -464,13 +469,9 @@ def _md_effects(report: Report) -> list[str]:
     """The marginal-effects table and the pairs each effect skipped."""
     if not report.marginal_effects:
         return ["No toggle varies in this sweep."]
-    lines = ["| rank | change | effect (geo-mean ratio) | 95% CI | pairs | CI method |", "|---|---|---|---|---|---|"]
-    for eff in report.marginal_effects:
-        effect = _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else "")
-        lines.append(
-            f"| {eff.rank or '-'} | {_md_escape(eff.label)} | {effect} | "
-            f"{_ci_text(eff.ci_low, eff.ci_high)} | {eff.n_pairs} | {eff.ci_method or '-'} |"
-        )
+    lines = _md_table(["rank", "change", "effect (geo-mean ratio)", "95% CI", "pairs", "CI method"], [
+        [eff.rank or "-", eff.label, _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else ""),
+         _ci_text(eff.ci_low, eff.ci_high), eff.n_pairs, eff.ci_method or "-"] for eff in report.marginal_effects])
     for eff in report.marginal_effects:
         lines += [f"- {_md_escape(eff.label)}: pair skipped: {skip}" for skip in eff.skipped]
     return lines
@@ -486,14 +487,11 @@ def _md_fingerprints(report: Report) -> list[str]:
 
 def _end_to_end_lines(report: Report) -> list[str]:
     """Per cell: both ratios with their intervals, wall and fixed time, and the break-even budget."""
-    lines = [
-        "| cell | ratio (steady state) | 95% CI | end_to_end_ratio | 95% CI | wall_s | fixed cost s | "
-        "break-even env steps |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    notes = []
+    header = ["cell", "ratio (steady state)", "95% CI", "end_to_end_ratio", "95% CI", "wall_s", "fixed cost s",
+              "break-even env steps"]
+    rows, notes = [], []
     for cell in report.cells:
-        lines.append("| " + " | ".join(_md_escape(x) for x in [
+        rows.append([
             f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
             _ratio_text(cell),
             "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
@@ -502,12 +500,12 @@ def _end_to_end_lines(report: Report) -> list[str]:
             _fmt(cell.wall_s, ".2f"),
             _fmt(cell.fixed_cost_s, ".2f"),
             _fmt(cell.break_even_env_steps, ",.0f"),
-        ]) + " |")
+        ])
         if cell.break_even_note:
             notes.append(f"- **{cell.label}**: {cell.break_even_note}")
         if cell.end_to_end_note and not cell.is_baseline and cell.end_to_end_ratio is None:
             notes.append(f"- {cell.label}: no end-to-end ratio: {cell.end_to_end_note}")
-    return lines + ([""] + notes if notes else []) + ["", *_start_state_lines(report)]
+    return _md_table(header, rows) + ([""] + notes if notes else []) + ["", *_start_state_lines(report)]
 
 
 def _start_state_lines(report: Report) -> list[str]:
@@ -542,15 +540,12 @@ def _flag_lines(report: Report) -> list[str]:
     drift = [(c, d) for c in report.cells for d in c.job_drift]
     if drift:
         lines += ["", "Drift within each job (median per-iteration env steps/s, first vs last third of "
-                  "its steady iterations):", "",
-                  "| cell | seed | iterations | first third | last third | last / first | noise could explain | "
-                  "drift | rate uncertainty (2 SE) | noisy |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for cell, d in drift:
-            lines.append(f"| {_md_escape(cell.label)} | {d['seed']} | {d['n_iterations']} | "
-                         f"{d['first_third']:.4g} | {d['last_third']:.4g} | {d['drift']:.3f} | "
-                         f"±{d['noise']:.4g} | {'yes' if d['flagged'] else 'no'} | "
-                         f"±{d['rate_uncertainty']:.0%} | {'yes' if d['noisy'] else 'no'} |")
+                  "its steady iterations):", "", *_md_table(
+                      ["cell", "seed", "iterations", "first third", "last third", "last / first",
+                       "noise could explain", "drift", "rate uncertainty (2 SE)", "noisy"],
+                      [[cell.label, d["seed"], d["n_iterations"], f"{d['first_third']:.4g}", f"{d['last_third']:.4g}",
+                        f"{d['drift']:.3f}", f"±{d['noise']:.4g}", "yes" if d["flagged"] else "no",
+                        f"±{d['rate_uncertainty']:.0%}", "yes" if d["noisy"] else "no"] for cell, d in drift])]
     return lines
 
 
@@ -578,15 +573,12 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     ]
     rows = []
     for cell in report.cells:
-        values: dict[str, Any] = dict(cell.varied)
-        values.update({
+        values: dict[str, Any] = {  # the cell's own fields where no column of the same name says otherwise
+            **vars(cell), **cell.varied,
             "cell": cell.label, "is_baseline": cell.is_baseline, "baseline_cell": cell.baseline_label,
             **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
             **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
-        })
-        for name in columns:
-            if name not in values and hasattr(cell, name):
-                values[name] = getattr(cell, name)
+        }
         rows.append([values.get(name) for name in columns])
     return columns, rows
 

@@ -15,8 +15,9 @@ import numpy as np
 
 from rlsweep import prepare
 from rlsweep.bootstrap import interval, ratio_samples
+from rlsweep.records import STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK
 from rlsweep.report import measurement
-from rlsweep.report.measurement import finite
+from rlsweep.report.measurement import finite, section
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
@@ -30,10 +31,7 @@ from rlsweep.report.model import (
     LEARNING_SD_FACTOR,
     N_BOOTSTRAP,
     PHASES,
-    STATUS_FAILED,
-    STATUS_INTERRUPTED,
     STATUS_MISSING,
-    STATUS_OK,
     TOGGLE_VALUE_ORDER,
     UNKNOWN,
     Casualty,
@@ -170,7 +168,7 @@ def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: d
         if cold.get("status") == "ok":
             cell.cold_compile_s = finite(cold.get("compile_s"))
         for job in jobs:
-            state = _section(job.record, "measurement")
+            state = section(job.record, "measurement")
             if job.status != STATUS_OK or not state.get("process"):
                 continue
             process, cache = str(state["process"]), state.get("compile_cache")
@@ -209,12 +207,6 @@ def _flag(cell: CellSummary, kind: str, *notes: str) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-def _section(record: dict[str, Any], name: str) -> dict[str, Any]:
-    """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
-    value = record.get(name)
-    return value if isinstance(value, dict) else {}
-
-
 def _append_num(values: list[float], value: Any) -> bool:
     """Append value when it is a finite number; returns whether it was."""
     number = finite(value)
@@ -235,7 +227,7 @@ def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
              ("cudagraph_skips", "cudagraph_skip_reasons"))
     skips: dict[str, int] = {}
     for job in jobs:
-        per_function = _section(_section(job.record, "compile"), "per_function")
+        per_function = section(section(job.record, "compile"), "per_function")
         for name, fn in per_function.items():
             if not isinstance(fn, dict):
                 continue
@@ -310,22 +302,17 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     fixed: list[float] = []
     for job in ok:
         rec = job.record
-        wall, n_steps = finite(rec.get("wall_s")), finite(rec.get("env_steps"))
+        wall, n_steps, rate = finite(rec.get("wall_s")), finite(rec.get("env_steps")), measurement.steady_rate(job)
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
-            rate = finite(_section(rec, "throughput").get("env_steps_per_s"))
-            if n_steps is not None and rate is not None and rate > 0:
+            if n_steps is not None and rate is not None:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
         _note_drift(cell, job)
-        thr, comp, learn = (_section(rec, name) for name in ("throughput", "compile", "learning"))
-        rate = finite(thr.get("env_steps_per_s"))
-        if rate is not None and rate > 0:
+        thr, comp, learn = (section(rec, name) for name in ("throughput", "compile", "learning"))
+        if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
-        for value in thr.get("per_iteration_env_steps_per_s") or []:
-            it_rate = finite(value)
-            if it_rate is not None and it_rate > 0:
-                cell.iteration_env_steps_per_s.append(it_rate)
+        cell.iteration_env_steps_per_s += measurement.iteration_rates(job)
         _append_num(updates, thr.get("updates_per_s"))
         _append_num(compile_s, comp.get("compile_s"))
         _append_num(breaks, comp.get("graph_breaks"))
@@ -333,17 +320,11 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         if _append_num(returns, learn.get("final_return")):
             _append_num(eval_sds, learn.get("final_return_std"))
             eval_returns = [r for r in (finite(v) for v in learn.get("eval_returns") or []) if r is not None]
-        curve = _section(learn, "curve")
+        curve = section(learn, "curve")
         if curve.get("episode_return"):
-            cell.curves.append(
-                {
-                    "seed": job.seed,
-                    "env_steps": list(curve.get("env_steps") or []),
-                    "wall_s": list(curve.get("wall_s") or []),
-                    "episode_return": list(curve.get("episode_return") or []),
-                }
-            )
-    _summarise_phases(cell, [_section(j.record, "timings") for j in ok])
+            series = ("env_steps", "wall_s", "episode_return")
+            cell.curves.append({"seed": job.seed, **{k: list(curve.get(k) or []) for k in series}})
+    _summarise_phases(cell, [section(j.record, "timings") for j in ok])
     cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
     cell.updates_per_s = _median(updates)
     cell.compile_s = _median(compile_s)
@@ -398,7 +379,7 @@ def _summarise_returns(cell: CellSummary, returns: list[float], eval_returns: li
 def _note_jobs(cell: CellSummary, jobs: list[Job]) -> None:
     """The toggles that did not apply, and one error line per job that did not finish ok."""
     for job in jobs:
-        for name, entry in _section(job.record, "toggles").items():
+        for name, entry in section(job.record, "toggles").items():
             if isinstance(entry, dict) and entry.get("applied") is False:
                 text = f"{name}: {entry.get('reason') or 'not applied (no reason given)'}"
                 if text not in cell.not_applicable:
@@ -410,11 +391,7 @@ def _note_jobs(cell: CellSummary, jobs: list[Job]) -> None:
 
 def _cell_fingerprint(cell: CellSummary, ok: list[Job]) -> None:
     """The cell's machine fingerprint, or a note naming the field where its ok jobs differ."""
-    fps: list[tuple[str, ...]] = []
-    for job in ok:
-        fp = _fingerprint_key(_section(job.record, "fingerprint"))
-        if fp not in fps:
-            fps.append(fp)
+    fps = list(dict.fromkeys(_fingerprint_key(section(job.record, "fingerprint")) for job in ok))
     if len(fps) == 1:
         cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
     elif len(fps) > 1:
@@ -427,7 +404,7 @@ def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
     for phase in PHASES:
         medians, totals = [], []
         for t in timings:
-            entry = _section(t, phase)
+            entry = section(t, phase)
             med = finite(entry.get("median_ms"))
             if med is not None:
                 medians.append(med)
@@ -444,13 +421,10 @@ def _commits(record: dict[str, Any]) -> list[str]:
     """The commits a job ran on, one per attempt, as ``abc1234`` (``+dirty`` with uncommitted changes)."""
     history = record.get("code_history")
     if not isinstance(history, list) or not history:
-        code = _section(_section(_section(record, "provenance"), "code"), "rlsweep")
+        code = section(section(section(record, "provenance"), "code"), "rlsweep")
         history = [code] if code else []
-    out = []
-    for segment in history:
-        if isinstance(segment, dict) and segment.get("commit"):
-            out.append(str(segment["commit"])[:7] + ("+dirty" if segment.get("dirty") else ""))
-    return out
+    return [str(segment["commit"])[:7] + ("+dirty" if segment.get("dirty") else "")
+            for segment in history if isinstance(segment, dict) and segment.get("commit")]
 
 
 def _code_notes(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[str]:
@@ -743,11 +717,7 @@ def _marginal_effects(cells: list[CellSummary], dims: list[str], toggles_varied:
             a = baseline_cells[0].key.get(toggle, UNKNOWN)
         else:
             continue
-        values: list[str] = []
-        for cell in cells:
-            v = cell.key.get(toggle, UNKNOWN)
-            if v not in values and v != UNKNOWN:
-                values.append(v)
+        values = [v for v in dict.fromkeys(cell.key.get(toggle, UNKNOWN) for cell in cells) if v != UNKNOWN]
         others = [d for d in dims if d != toggle]
         index: dict[tuple[str, ...], dict[str, CellSummary]] = {}
         for cell in cells:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.config import LoggerConfig
+from rlsweep.report.measurement import section
 from rlsweep.report.model import Job, Report, WandbTarget
 from rlsweep.report.render import cell_text, effects_table, summary_table
 from rlsweep.tracking import resolved_logger, run_group, stable_run_id
@@ -52,8 +53,7 @@ def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
             mode, project, entity, root = s.mode, s.project, s.entity, s.dir
         if mode not in WANDB_MODES:
             continue
-        info = job.record.get("job")
-        job_sweep_dir = info.get("sweep_dir") if isinstance(info, dict) else None
+        job_sweep_dir = section(job.record, "job").get("sweep_dir")
         return WandbTarget(
             mode=mode,
             project=project,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rlsweep.records import write_bytes_atomic
 from rlsweep.report.model import Report
-from rlsweep.report.plots import PLOTS
+from rlsweep.report.plots import PLOTS, png_bytes
 from rlsweep.report.render import render_csv, render_markdown
 from rlsweep.report.wandb_log import log_report
 from rlsweep.report.workspace import publish_workspace
@@ -48,7 +48,7 @@ def write_report(
         written.append(out / name)
     if plots:
         for name, make in PLOTS:
-            png = make(report)
+            png = png_bytes(make(report))
             if png is not None:
                 write_bytes_atomic(out / name, png)
                 written.append(out / name)
