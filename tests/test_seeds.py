@@ -155,3 +155,30 @@ def test_an_algorithm_that_cannot_train_seeds_together_is_refused_before_launch(
     assert not (tmp_path / "sweep").exists()
     proc = run_train(["algo=ppo", *TINY["ppo"], *COMMON, "seeds_per_job=0", f"hydra.run.dir={tmp_path / 'run'}"])
     assert proc.returncode == 2 and "seeds_per_job must be > 0, got 0" in proc.stderr
+
+
+def test_a_group_stopped_and_resumed_gives_each_seed_the_numbers_of_an_uninterrupted_group(tmp_path: Path) -> None:
+    """A stop signal mid-run: one checkpoint for the group (each seed's networks, optimizer state, replay,
+    random streams); resumed from it, every seed ends as the group run straight through ends."""
+    import os
+    import signal
+
+    from rlsweep.signals import Interrupted
+
+    cfg = tiny_cfg("dqn", "total_env_steps=512", "eval_episodes=2")
+    straight = train_seeds(cfg, SEEDS)
+    ckpt = tmp_path / "checkpoint.pt"
+
+    def stop_at_second_iteration(row: dict, env_steps: int) -> None:
+        if env_steps == 2 * straight[0].algo.iteration_env_steps:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    hooks = [stop_at_second_iteration] + [lambda row, steps: None] * (len(SEEDS) - 1)
+    with pytest.raises(Interrupted):
+        train_seeds(cfg, SEEDS, hooks, checkpoint_path=ckpt)
+    assert ckpt.is_file()
+    resumed = train_seeds(cfg, SEEDS, checkpoint_path=ckpt)
+    for a, b in zip(resumed, straight, strict=True):
+        assert a.requeues == 1 and 0 < a.resumed_at_env_steps[0] < b.env_steps
+        assert a.learning["curve"] == {**b.learning["curve"], "wall_s": a.learning["curve"]["wall_s"]}
+        assert a.learning["eval_returns"] == b.learning["eval_returns"]
