@@ -133,7 +133,15 @@ def test_a_sweep_with_seeds_per_job_writes_each_seeds_record_and_run(tmp_path: P
     assert [r["status"] for r in records] == ["ok"] * 3
     assert [r["seed"] for r in records] == [0, 1, 2]
     assert [r["job"]["num"] for r in records] == [0, 1, 2]
-    assert records[0]["group"] == records[1]["group"] == {"seeds": [0, 1], "jobs": [0, 1], "leader": 0}
+    group = records[0]["group"]
+    assert records[1]["group"] == group and {k: group[k] for k in ("seeds", "jobs", "leader")} == {
+        "seeds": [0, 1], "jobs": [0, 1], "leader": 0}
+    # each seed is charged half the process's time and credited its throughput (both seeds' steps)
+    assert records[0]["wall_s"] == records[1]["wall_s"] == pytest.approx(group["wall_s"] / 2, abs=1e-3)
+    thr = records[0]["throughput"]
+    assert thr == records[1]["throughput"] and thr["steady_iterations"] > 0
+    per_iteration = records[0]["env_steps"] // records[0]["iterations"]
+    assert thr["env_steps_per_s"] == pytest.approx(2 * per_iteration * thr["steady_iterations"] / thr["steady_s"])
     assert records[2].get("group") is None  # the cell's last seed trained alone
     assert "seed=1" in records[1]["overrides"] and records[1]["config"]["seed"] == 1
     runs = [read_wandb_run(r["logging"]["wandb_run_dir"]) for r in records]

@@ -230,10 +230,13 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     finally:
         wall_s = time.perf_counter() - start
         for seat in todo:
+            # a seed trained beside others is charged its share of the process's time (its record's
+            # throughput is the process's): so a cell's seeds cost what they cost, grouped or not
             _finish(seat.record, seat.cfg, seat.resumed, seat.tracker, failed or seat.record["status"] != "ok",
-                    wall_s=wall_s)
+                    wall_s=wall_s / len(todo))
             if len(todo) > 1:
-                seat.record["group"] = {"seeds": seeds, "jobs": [s.info["num"] for s in todo], "leader": info["num"]}
+                seat.record["group"] = {"seeds": seeds, "jobs": [s.info["num"] for s in todo], "leader": info["num"],
+                                        "wall_s": round(wall_s, 3)}
             write_result(seat.out_dir, scrub(seat.record, secrets))
     if todo[0] is not seats[0]:  # this job's own seed had finished before: only others of its group trained
         return {**(own_done or {}), "skipped": True}

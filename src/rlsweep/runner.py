@@ -242,7 +242,10 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
             new_eps = algo.episodes[n_episodes:]
             n_episodes = len(algo.episodes)
             for k, st in enumerate(states):
-                _count_iteration(st, metrics, dt, steps_per_iter, algo.updates - updates_before, recording)
+                # the process's throughput: a seed trained beside others is credited the group's steps
+                # (its share of the process is its share of the wall time; see job.train_job)
+                _count_iteration(st, metrics, dt, steps_per_iter * len(states),
+                                 (algo.updates - updates_before) * len(states), recording)
                 if st.failed is not None:
                     continue
                 st.failed = algo.rt.failed.get(k)  # this iteration's loss was not finite: its last record
