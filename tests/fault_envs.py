@@ -48,7 +48,23 @@ class NaNRewardCartPole(_Counting):
         return obs, reward, terminated, truncated, info
 
 
-for _cls in (CrashingCartPole, NaNRewardCartPole):
+class NaNRewardHighSeedCartPole(NaNRewardCartPole):
+    """NaNRewardCartPole in the training envs of a job of seed HIGH_SEED (seeded HIGH_SEED + i, i < 100),
+    CartPole in the others: of a sweep's seeds 0 and HIGH_SEED trained together (seeds_per_job), only the
+    second's rewards turn NaN (evaluation envs are seeded 10,000 higher: none is faulty)."""
+
+    HIGH_SEED = 1000
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if seed is not None:
+            self.faulty = self.HIGH_SEED <= seed < self.HIGH_SEED + 100
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return super().step(action) if getattr(self, "faulty", False) else _Counting.step(self, action)
+
+
+for _cls in (CrashingCartPole, NaNRewardCartPole, NaNRewardHighSeedCartPole):
     _id = f"{_cls.__name__}-v0"
     if _id not in gym.envs.registry:
         gym.register(_id, entry_point=_cls, max_episode_steps=500)

@@ -190,3 +190,18 @@ def test_a_group_stopped_and_resumed_gives_each_seed_the_numbers_of_an_uninterru
         assert a.requeues == 1 and 0 < a.resumed_at_env_steps[0] < b.env_steps
         assert a.learning["curve"] == {**b.learning["curve"], "wall_s": a.learning["curve"]["wall_s"]}
         assert a.learning["eval_returns"] == b.learning["eval_returns"]
+
+
+def test_a_seed_that_diverges_in_a_group_fails_alone_in_the_sweep_and_its_report(tmp_path: Path) -> None:
+    """Seeds 0 and 1000 trained together; only seed 1000's envs give NaN rewards (tests/fault_envs.py)."""
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", "algo=ppo", *TINY["ppo"], *COMMON, "env.id=tests.fault_envs:NaNRewardHighSeedCartPole-v0",
+                      "seed=0,1000", "seeds_per_job=2", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode != 0, proc.stderr[-3000:]  # as when a job alone fails: the sweep says so
+    fine, diverged = (json.loads((sweep / str(n) / "result.json").read_text()) for n in range(2))
+    assert fine["status"] == "ok" and fine["learning"]["final_return"] is not None
+    assert diverged["status"] == "failed" and diverged["learning"] is None
+    assert diverged["error"].startswith("NonFiniteLossError: non-finite loss at update")
+    assert fine["group"]["seeds"] == diverged["group"]["seeds"] == [0, 1000]
+    summary = (sweep / "report" / "summary.md").read_text()
+    assert "1 ok" in summary and "1 failed" in summary and "non-finite loss at update" in summary

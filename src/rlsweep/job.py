@@ -204,8 +204,11 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         for seat, outcome in zip(todo, outcomes, strict=True):
             seat.record.update(outcome.record())
             seat.record["measurement"] = measurement_state(outcome, seat.info)
-            seat.record["status"] = "ok" if outcome.failed is None else "failed"
-            seat.record["error"] = outcome.failed
+            if outcome.failed is None:
+                seat.record.update(status="ok", error=None)
+            else:  # as a job of this seed alone would end: failed, no result; the seeds beside it trained on
+                seat.record.update(status="failed", learning=None, error=f"{NonFiniteLossError.__name__}: "
+                                   f"{outcome.failed} (this seed alone stopped; the seeds trained with it went on)")
         failed = False
         ckpt.unlink(missing_ok=True)  # done: the records are the result; a rerun starts afresh
     except Interrupted as exc:

@@ -230,8 +230,9 @@ def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
 
 
 def max_concurrent(all_spans: Sequence[Span]) -> int:
-    """The most jobs running at one moment (any host)."""
-    return int(_Load(all_spans).jobs.max()) if all_spans else 0
+    """The most jobs' processes running at one moment (any host): seeds trained together count once."""
+    processes = [s for s in all_spans if s.threads > 0]
+    return int(_Load(processes).jobs.max()) if processes else 0
 
 
 def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
