@@ -3,7 +3,8 @@
 #   1. the cuda test tier (pytest -m cuda),
 #   2. the claims bench on CUDA (pin_memory per copy / staging / plain, twins, in-place, compile),
 #   3. small CUDA sweeps through the real product (python -m sweeps.train -m ... device=cuda) and
-#      their reports: compile modes with CUDA graphs, pin_memory x non_blocking, the Atari preset,
+#      their reports: compile modes with CUDA graphs, pin_memory x non_blocking, seeds_per_job (8 seeds
+#      one process each or together, 64 together), the Atari preset,
 # and write every table with the machine's fingerprint into one folder (default $OUT, else
 # ./gpu_results), packed as gpu_results.tgz: docs/results/gpu/ is where they are committed.
 #
@@ -69,8 +70,8 @@ PY
 
 # On the GPU the sweeps are prepared as a user's are (one untimed cold compile per compiled cell, so the
 # timed jobs compare like with like); the CPU rehearsal skips that stage to stay tiny.
-if [ "$DEVICE" = cuda ]; then BUDGET=20000; SAC_BUDGET=4000; ATARI=20000; PREP=true
-else BUDGET=2048; SAC_BUDGET=600; ATARI=1024; PREP=false; fi
+if [ "$DEVICE" = cuda ]; then BUDGET=20000; SAC_BUDGET=4000; ATARI=20000; PREP=true; MANY=64
+else BUDGET=2048; SAC_BUDGET=600; ATARI=1024; PREP=false; MANY=4; fi
 
 step cuda_tests 200 "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$DEST/cuda_tests.xml" tests
 step claims 120 "$PYTHON" -m sweeps.bench --claims --quick --out "$DEST/claims.json"
@@ -85,6 +86,10 @@ sweep() {  # sweep NAME TIMEOUT_S OVERRIDES...: a real multirun on $DEVICE and i
 sweep ppo_compile 240 experiment=smoke "total_env_steps=$BUDGET" compile=none,default,reduce-overhead seed=0,1
 sweep sac_copies 120 algo=sac env=pendulum "total_env_steps=$SAC_BUDGET" algo.learning_starts=200 \
   pin_memory=false,true,staging non_blocking=false,true
+# seeds_per_job (docs/guide/seeds.md): 8 seeds one process each against 8 in one process, then $MANY in one
+# process; each record's throughput is its process's, every seed's steps counted
+sweep ppo_seeds 300 experiment=smoke "total_env_steps=$BUDGET" "seed=range(0,8)" seeds_per_job=1,8
+sweep ppo_seeds_many 180 experiment=smoke "total_env_steps=$BUDGET" "seed=range(0,$MANY)" "seeds_per_job=$MANY"
 if [ -f conf/experiment/atari_ppo.yaml ]; then
   sweep atari_ppo 240 experiment=atari_ppo "total_env_steps=$ATARI" compile=none,default backend.channels_last=false,true
 fi

@@ -24,7 +24,7 @@ import torch
 from helpers import COMMON, ROOT, TINY, run_train, tiny_cfg
 
 from rlsweep import checkpoint
-from rlsweep.records import read_result
+from rlsweep.records import CHECKPOINT_FILE, read_result
 from rlsweep.results import git_state
 from rlsweep.runner import train
 from rlsweep.signals import Interrupted
@@ -46,7 +46,7 @@ def _stop_after(n: int):
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A checkpoint written by a real job stopped with SIGINT after 3 iterations."""
-    ckpt = tmp_path_factory.mktemp("ckpt") / checkpoint.CHECKPOINT_FILE
+    ckpt = tmp_path_factory.mktemp("ckpt") / CHECKPOINT_FILE
     cfg = tiny_cfg("ppo", BUDGET)
     with pytest.raises(Interrupted):
         train(cfg, on_iteration=_stop_after(3), checkpoint_path=ckpt)
@@ -61,7 +61,7 @@ def test_a_whole_checkpoint_passes_its_check_and_names_the_code_that_wrote_it(wr
     assert header["history"] == [header["code"]] and header["code"]["commit"] == commit
     assert checkpoint.load(written["path"], written["cfg"])["algo_counters"]["env_steps"] == 3 * 64
     # no temp file of the atomic write is left beside it
-    assert [p.name for p in written["path"].parent.iterdir()] == [checkpoint.CHECKPOINT_FILE]
+    assert [p.name for p in written["path"].parent.iterdir()] == [CHECKPOINT_FILE]
 
 
 def _truncate(data: bytes) -> bytes:
@@ -97,7 +97,7 @@ DAMAGES = {
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_checkpoint_is_recognised_before_it_is_unpickled(written: dict, tmp_path: Path, damage: str) -> None:
     how, reason = DAMAGES[damage]
-    path = tmp_path / checkpoint.CHECKPOINT_FILE
+    path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(how(written["bytes"]))
     header, why = checkpoint.check(path, written["cfg"])
     assert header is None and why is not None
@@ -106,7 +106,7 @@ def test_a_damaged_checkpoint_is_recognised_before_it_is_unpickled(written: dict
 
 
 def test_a_damaged_checkpoint_makes_the_job_start_afresh(written: dict, tmp_path: Path) -> None:
-    path = tmp_path / checkpoint.CHECKPOINT_FILE
+    path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(_flip_a_bit(written["bytes"]))
     outcome = train(written["cfg"], checkpoint_path=path)
     assert outcome.requeues == 0 and outcome.resumed_at_env_steps == [] and outcome.env_steps == 3200
@@ -119,7 +119,7 @@ def test_a_checkpoint_of_another_config_is_rejected_as_such(written: dict) -> No
 
 def test_the_history_of_a_resumed_job_keeps_every_attempt(written: dict, tmp_path: Path) -> None:
     """Resumed and stopped again: the new checkpoint lists both attempts, the second from where it resumed."""
-    path = tmp_path / checkpoint.CHECKPOINT_FILE
+    path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(written["bytes"])
     with pytest.raises(Interrupted):
         train(written["cfg"], on_iteration=_stop_after(2), checkpoint_path=path)
@@ -164,13 +164,13 @@ def _fill(disk: Path, leave_bytes: int) -> Path:
 
 def test_a_full_disk_keeps_the_previous_checkpoint_whole(written: dict, small_disk: Path) -> None:
     """In-process: the save after the disk filled up fails, and names the cause; the file on disk is the old one."""
-    path = small_disk / checkpoint.CHECKPOINT_FILE
+    path = small_disk / CHECKPOINT_FILE
     shutil.copyfile(written["path"], path)
     _fill(small_disk, 16 * 1024)  # less than a checkpoint (~50 kB)
     with pytest.raises(checkpoint.CheckpointWriteError, match="no space left on device .* the previous checkpoint"):
         train(written["cfg"], on_iteration=_stop_after(1), checkpoint_path=path)
     assert path.read_bytes() == written["bytes"]
-    assert sorted(p.name for p in small_disk.iterdir()) == [checkpoint.CHECKPOINT_FILE, "filler"]  # no temp left
+    assert sorted(p.name for p in small_disk.iterdir()) == [CHECKPOINT_FILE, "filler"]  # no temp left
 
 
 @pytest.mark.slow  # the real command twice around a full disk (~20 s); the in-process test above is the fast check
@@ -183,7 +183,7 @@ def test_a_job_whose_disk_fills_fails_with_no_space_left_and_resumes_from_its_la
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         deadline = time.monotonic() + 120
-        while checkpoint.read_header(out / checkpoint.CHECKPOINT_FILE) is None:
+        while checkpoint.read_header(out / CHECKPOINT_FILE) is None:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
             time.sleep(0.02)
         filler = _fill(small_disk, 24 * 1024)  # room for the record, not for a checkpoint
@@ -195,7 +195,7 @@ def test_a_job_whose_disk_fills_fails_with_no_space_left_and_resumes_from_its_la
     record = read_result(out)
     assert record["status"] == "failed"
     assert "CheckpointWriteError" in record["error"] and "no space left on device" in record["error"]
-    kept, why = checkpoint.check(out / checkpoint.CHECKPOINT_FILE, tiny_cfg("ppo", "total_env_steps=16000"))
+    kept, why = checkpoint.check(out / CHECKPOINT_FILE, tiny_cfg("ppo", "total_env_steps=16000"))
     assert why is None and 0 < kept["env_steps"] < 16000
     filler.unlink()  # space again: the same command continues from that checkpoint
     again = run_train([*args, "resume=true"])
@@ -225,7 +225,7 @@ def test_a_corrupted_checkpoint_is_rejected_by_the_command_and_the_record_says_s
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143 and read_result(out)["status"] == "interrupted"
-    ckpt = out / checkpoint.CHECKPOINT_FILE
+    ckpt = out / CHECKPOINT_FILE
     ckpt.write_bytes(_flip_a_bit(ckpt.read_bytes()))
     resumed = run_train([*args, "resume=true"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -41,7 +41,7 @@ def test_the_cpu_fallback_runs_every_step_and_packs_the_tables(tmp_path: Path) -
     dest = tmp_path / "gpu_results"
     steps = dict(line.split("\t")[:2] for line in (dest / "steps.tsv").read_text().splitlines()[1:])
     assert {"fingerprint", "cuda_tests", "claims", "sweep_ppo_compile", "report_ppo_compile", "sweep_sac_copies",
-            "report_sac_copies"} <= set(steps)
+            "report_sac_copies", "sweep_ppo_seeds", "report_ppo_seeds", "sweep_ppo_seeds_many"} <= set(steps)
     # pytest -m cuda: every test skipped here, which pytest reports as exit 0 (5 when none is collected)
     assert all(rc == "0" for name, rc in steps.items() if name != "cuda_tests"), steps
     assert steps["cuda_tests"] in ("0", "5"), steps
@@ -49,3 +49,4 @@ def test_the_cpu_fallback_runs_every_step_and_packs_the_tables(tmp_path: Path) -
         names = tar.getnames()
     assert "gpu_results/fingerprint.json" in names and "gpu_results/claims.json" in names
     assert any(n.endswith("ppo_compile/report/summary.md") for n in names), names
+    assert any(n.endswith("ppo_seeds/report/summary.md") for n in names), names

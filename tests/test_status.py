@@ -16,6 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from rlsweep import status as st
 from rlsweep.config import register_configs
+from rlsweep.records import CHECKPOINT_FILE, CHECKPOINT_MAGIC
 
 
 def _record(num: int, status: str, *, error: str | None = None, env_steps: int = 0, requeues: int = 0,
@@ -38,7 +39,7 @@ def _sweep(root: Path, records: dict[int, dict | None], n_jobs: int, array: str 
 
 def _checkpoint(folder: Path, env_steps: int) -> None:
     header = {"sha256": "0" * 64, "bytes": 3, "env_steps": env_steps, "attempt": 1}
-    (folder / st.CHECKPOINT_FILE).write_bytes(st.CHECKPOINT_MAGIC + json.dumps(header).encode() + b"\nxyz")
+    (folder / CHECKPOINT_FILE).write_bytes(CHECKPOINT_MAGIC + json.dumps(header).encode() + b"\nxyz")
 
 
 def _fake_sacct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str) -> Path:
@@ -160,13 +161,6 @@ def test_a_thousand_job_sweep_shows_in_under_five_seconds(tmp_path) -> None:
     assert proc.returncode == st.EXIT_UNFINISHED, proc.stderr
     assert f"{n} job(s): 334 running, 666 ok" in proc.stdout
     assert elapsed < 5, f"{elapsed:.2f} s"
-
-
-def test_status_reads_the_checkpoint_header_rlsweep_writes() -> None:
-    from rlsweep import checkpoint
-
-    # status.py repeats these so that it does not import torch
-    assert (st.CHECKPOINT_FILE, st.CHECKPOINT_MAGIC) == (checkpoint.CHECKPOINT_FILE, checkpoint.MAGIC)
 
 
 def test_the_slurm_presets_take_wait_false_and_use_rlsweeps_slurm_launcher() -> None:

@@ -40,15 +40,13 @@ import numpy as np
 import torch
 
 from rlsweep.config import TrainConfig
-from rlsweep.records import write_bytes_atomic
+from rlsweep.records import CHECKPOINT_MAGIC as MAGIC
+from rlsweep.records import read_checkpoint_header, write_bytes_atomic
 from rlsweep.results import provenance
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_FILE = "checkpoint.pt"
-MAGIC = b"RLSWEEP-CHECKPOINT 1\n"
 #: a header line longer than this is not one of ours (the history of a job's attempts stays far below)
-_MAX_HEADER = 1 << 20
 
 
 class CheckpointWriteError(OSError):
@@ -163,7 +161,7 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
     # this attempt's place among the job's attempts: the runner counts resumes in ``requeues``
     attempt = int(runner_state.get("requeues", 0))
     resumed_at = runner_state.get("resumed_at_env_steps") or [0]
-    previous = read_header(path)
+    previous = read_checkpoint_header(path)
     history = previous.get("history", []) if previous and previous.get("config_digest") == digest else []
     history = [h for h in history if h.get("attempt", 0) < attempt]
     history.append(attempt_segment(attempt, int(resumed_at[-1]) if attempt else 0, code_state(_algorithm_file(algo))))
@@ -186,19 +184,6 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
                 exc.errno, f"checkpoint not written: no space left on device in {path.parent} "
                 f"({len(head) + len(body):,} bytes needed); the previous checkpoint there is kept") from exc
         raise
-
-
-def read_header(path: Path) -> dict[str, Any] | None:
-    """The header of the checkpoint at ``path`` (not verified against the payload); None if it has none."""
-    try:
-        with open(path, "rb") as f:
-            if f.read(len(MAGIC)) != MAGIC:
-                return None
-            line = f.readline(_MAX_HEADER)
-        header = json.loads(line)
-    except (OSError, ValueError):
-        return None
-    return header if isinstance(header, dict) else None
 
 
 def _read_verified(path: Path) -> tuple[dict[str, Any] | None, bytes | None, str | None]:

@@ -28,9 +28,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import checkpoint, prepare, toggles
 from rlsweep.algos import algorithm_class, to_object
-from rlsweep.checkpoint import CHECKPOINT_FILE
 from rlsweep.config import ObjectiveConfig, TrainConfig
 from rlsweep.records import (
+    CHECKPOINT_FILE,
     KEEP,
     NEEDS_RESUME,
     OTHER_CONFIG,

@@ -22,6 +22,11 @@ RESULT_FILE = "result.json"
 MULTIRUN_FILE = "multirun.yaml"
 #: in a sweep's folder: the jobs each job trains together under seeds_per_job, by its number
 GROUPS_FILE = "seed_groups.json"
+#: a job's checkpoint in its folder, and the first line of every checkpoint (rlsweep.checkpoint writes
+#: them; its header, the JSON line after it, is read here without torch)
+CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_MAGIC = b"RLSWEEP-CHECKPOINT 1\n"
+_MAX_CHECKPOINT_HEADER = 1 << 20
 
 STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "interrupted", "running"
 
@@ -119,6 +124,18 @@ def read_group(sweep_dir: Path, num: int | None) -> list[dict[str, Any]] | None:
     if num is None or not path.is_file():
         return None
     return (read_json(path) or {}).get(str(num))
+
+
+def read_checkpoint_header(path: Path) -> dict[str, Any] | None:
+    """The header of the checkpoint at ``path`` (not verified against the payload); None if it has none."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(CHECKPOINT_MAGIC)) != CHECKPOINT_MAGIC:
+                return None
+            header = json.loads(f.readline(_MAX_CHECKPOINT_HEADER))
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) else None
 
 
 def last_line(text: Any) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.records import (
+    CHECKPOINT_FILE,
     MULTIRUN_FILE,
     RESULT_FILE,
     STATUS_FAILED,
@@ -44,6 +45,7 @@ from rlsweep.records import (
     job_num,
     last_line,
     multirun_hydra,
+    read_checkpoint_header,
     read_json,
     read_multirun,
     read_record,
@@ -52,8 +54,6 @@ from rlsweep.records import (
 )
 
 MANIFEST_FILE = "rlsweep_jobs.json"
-CHECKPOINT_FILE = "checkpoint.pt"  # rlsweep.checkpoint.CHECKPOINT_FILE (not imported: it loads torch)
-CHECKPOINT_MAGIC = b"RLSWEEP-CHECKPOINT 1\n"  # rlsweep.checkpoint.MAGIC
 SACCT_TIMEOUT_S = 30
 
 PENDING, REQUEUED, CANCELLED, TIMED_OUT = "pending", "requeued", "cancelled", "timed_out"
@@ -171,14 +171,7 @@ def _expand_multirun(multirun: dict[str, Any]) -> list[list[str]]:
 
 def checkpoint_env_steps(folder: Path) -> int | None:
     """Env steps of the job's last checkpoint, from its header line (the payload is not read)."""
-    try:
-        with open(folder / CHECKPOINT_FILE, "rb") as f:
-            if f.read(len(CHECKPOINT_MAGIC)) != CHECKPOINT_MAGIC:
-                return None
-            header = json.loads(f.readline(1 << 20))
-    except (OSError, ValueError):
-        return None
-    steps = header.get("env_steps") if isinstance(header, dict) else None
+    steps = (read_checkpoint_header(folder / CHECKPOINT_FILE) or {}).get("env_steps")
     return steps if isinstance(steps, int) else None
 
 

@@ -179,3 +179,23 @@ def test_a_plugin_algorithm_is_preempted_requeued_and_resumed_like_a_built_in(sl
     assert record["requeues"] == 1 and 0 < record["resumed_at_env_steps"][0] < budget
     assert record["env_steps"] == budget
     assert (sweep / "report" / "summary.md").is_file()
+
+
+def test_seeds_per_job_groups_a_cells_seeds_into_one_slurm_task(slurm_cluster, tmp_path: Path) -> None:
+    """3 seeds, 2 per job: a 2-task array; each seed's record in its own job folder, the status view
+    shows every job under the task that trained it."""
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", *SMOKE, "prepare=false", "logger.mode=disabled", "seed=0,1,2", "seeds_per_job=2",
+                      f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [read_result(sweep / str(i)) for i in range(3)]
+    assert [r["status"] for r in records] == ["ok"] * 3 and [r["seed"] for r in records] == [0, 1, 2]
+    assert records[0]["group"]["seeds"] == records[1]["group"]["seeds"] == [0, 1] and "group" not in records[2]
+    # seeds 0 and 1 trained in one Slurm task, seed 2 in another task of the same array
+    assert records[0]["job"]["slurm_array_index"] == records[1]["job"]["slurm_array_index"]
+    assert records[0]["job"]["slurm_array_index"] != records[2]["job"]["slurm_array_index"]
+    (job_id,) = {r["job"]["slurm_job_id"] for r in records}
+    assert len([k for k in sacct_states(job_id) if k.startswith(f"{job_id}_")]) == 2
+    status = subprocess.run([sys.executable, "-m", "sweeps.status", str(sweep)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert status.returncode == 0 and "3 ok" in status.stdout, status.stdout + status.stderr
