@@ -205,3 +205,17 @@ def test_a_seed_that_diverges_in_a_group_fails_alone_in_the_sweep_and_its_report
     assert fine["group"]["seeds"] == diverged["group"]["seeds"] == [0, 1000]
     summary = (sweep / "report" / "summary.md").read_text()
     assert "1 ok" in summary and "1 failed" in summary and "non-finite loss at update" in summary
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["hydra.sweep.subdir=${hydra.job.override_dirname}"], "hydra.sweep.subdir=${hydra.job.override_dirname} is not "
+                                                           "supported with it"),
+    (["+logger.name=run-${seed}"], "a value of this config refers to the seed"),
+    (["experiment=atari_ppo"], "PPO with the Nature CNN (image observations) trains one seed per process"),
+], ids=["job-folders-by-overrides", "config-refers-to-the-seed", "ppo-cnn"])
+def test_a_sweep_whose_seeds_cannot_share_a_process_is_refused(tmp_path: Path, extra: list[str], message: str) -> None:
+    proc = run_train(["-m", "algo=ppo", *TINY["ppo"], *COMMON, "seed=0,1", "seeds_per_job=2", *extra,
+                      f"hydra.sweep.dir={tmp_path / 'sweep'}"])
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count(message) == 1, proc.stderr
+    assert not (tmp_path / "sweep").exists()

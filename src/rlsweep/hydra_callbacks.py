@@ -501,9 +501,25 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
                 continue
         cfg = _compose_checked(config, overrides, check_device=check_device)
         own = _Cell(cfg, seed_only=not _refers_to(cfg, SEED_KEY))
+        if (OmegaConf.select(cfg, "seeds_per_job", default=1) or 1) > 1 and (errors := _seeds_per_job_errors(config, own)):
+            _fail(errors, " ".join(overrides))
         cells.setdefault(key, own)
         jobs.append(_Job(overrides, own))
     return jobs
+
+
+def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
+    """Why a sweep cannot train this cell's seeds together: each seed's job is the group's with
+    another seed, in ``<sweep dir>/<job number>`` (rlsweep.launchers.seed_groups)."""
+    errors = []
+    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+    if subdir != "${hydra.job.num}":
+        errors.append(f"seeds_per_job > 1 writes each seed's record in <sweep dir>/<job number>: "
+                      f"hydra.sweep.subdir={subdir} is not supported with it")
+    if not cell.seed_only:
+        errors.append("seeds_per_job > 1: a value of this config refers to the seed (${seed}), so the seeds' "
+                      "configs differ in more than their seed and cannot share one process; use seeds_per_job=1")
+    return errors
 
 
 def _compose_checked(config: DictConfig, overrides: list[str], *, check_device: bool) -> DictConfig:

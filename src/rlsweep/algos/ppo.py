@@ -66,9 +66,14 @@ class PPO(Algorithm):
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
-        return super().validate_config(cfg) + hyper_parameter_errors(
+        errors = super().validate_config(cfg) + hyper_parameter_errors(
             cfg.algo, positive=("num_steps", "update_epochs", "minibatch_size", "max_grad_norm", "clip_coef"),
             probability=("gae_lambda",), non_negative=("ent_coef", "vf_coef")) + encoder_errors(cfg.algo.encoder, cfg.env)
+        if cfg.seeds_per_job > 1 and (cfg.algo.encoder == "cnn" or cfg.env.atari):
+            # its actor and critic share one encoder, which rt.per_seed does not stack yet
+            errors.append("seeds_per_job > 1: PPO with the Nature CNN (image observations) trains one seed per "
+                          "process; use seeds_per_job=1")
+        return errors
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)
