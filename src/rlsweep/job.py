@@ -173,13 +173,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("; ".join(errors))
     resolved = OmegaConf.to_container(cfg, resolve=True)
     seats = _seats(tcfg, info, resolved)
-    todo, own_done = [], None
-    for seat in seats:
-        done = finished_record(seat.out_dir, seat.resolved, tcfg.resume)
-        if done is None:
-            todo.append(seat)
-        elif seat is seats[0]:
-            own_done = done
+    todo, own_done = _unfinished(seats, tcfg.resume)
     if not todo:
         log.info("%s: finished before with the same config; kept as it is (resume=true)", seats[0].out_dir)
         return {**(own_done or {}), "skipped": True}
@@ -196,19 +190,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     failed = True
     try:
-        for seat in todo:
-            seat.tracker = _tracker(seat.cfg, seat.info, seat.resolved, seat.record, concurrent=len(todo) > 1)
-        outcomes = train_seeds(todo[0].cfg, seeds, [seat.tracker.log for seat in todo if seat.tracker],
-                               checkpoint_path=ckpt, on_stop=lambda: [seat.tracker.preempted() for seat in todo
-                                                                      if seat.tracker])
-        for seat, outcome in zip(todo, outcomes, strict=True):
-            seat.record.update(outcome.record())
-            seat.record["measurement"] = measurement_state(outcome, seat.info)
-            if outcome.failed is None:
-                seat.record.update(status="ok", error=None)
-            else:  # as a job of this seed alone would end: failed, no result; the seeds beside it trained on
-                seat.record.update(status="failed", learning=None, error=f"{NonFiniteLossError.__name__}: "
-                                   f"{outcome.failed} (this seed alone stopped; the seeds trained with it went on)")
+        _train(todo, ckpt)
         failed = False
         ckpt.unlink(missing_ok=True)  # done: the records are the result; a rerun starts afresh
     except Interrupted as exc:
@@ -231,21 +213,56 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
                 "resume=true continues from it"))
         raise
     finally:
-        wall_s = time.perf_counter() - start
-        for seat in todo:
-            # a seed trained beside others is charged its share of the process's time (its record's
-            # throughput is the process's): so a cell's seeds cost what they cost, grouped or not
-            _finish(seat.record, seat.cfg, seat.resumed, seat.tracker, failed or seat.record["status"] != "ok",
-                    wall_s=wall_s / len(todo))
-            if len(todo) > 1:
-                seat.record["group"] = {"seeds": seeds, "jobs": [s.info["num"] for s in todo], "leader": info["num"],
-                                        "wall_s": round(wall_s, 3)}
-            write_result(seat.out_dir, scrub(seat.record, secrets))
+        _write_records(todo, info["num"], failed, time.perf_counter() - start, secrets)
     if todo[0] is not seats[0]:  # this job's own seed had finished before: only others of its group trained
         return {**(own_done or {}), "skipped": True}
     if todo[0].record["status"] != "ok":  # this job's seed stopped early: the job failed, as it would alone
         raise NonFiniteLossError(todo[0].record["error"])
     return todo[0].record
+
+
+def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str, Any] | None]:
+    """The seats still to train, and the job's own finished record when it has one (resume)."""
+    todo, own_done = [], None
+    for seat in seats:
+        done = finished_record(seat.out_dir, seat.resolved, resume)
+        if done is None:
+            todo.append(seat)
+        elif seat is seats[0]:
+            own_done = done
+    return todo, own_done
+
+
+def _train(todo: list[_Seat], ckpt: Path) -> None:
+    """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record."""
+    trackers = [_tracker(seat.cfg, seat.info, seat.resolved, seat.record, concurrent=len(todo) > 1) for seat in todo]
+    for seat, tracker in zip(todo, trackers, strict=True):
+        seat.tracker = tracker
+    outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
+                           checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers])
+    for seat, outcome in zip(todo, outcomes, strict=True):
+        seat.record.update(outcome.record())
+        seat.record["measurement"] = measurement_state(outcome, seat.info)
+        if outcome.failed is None:
+            seat.record.update(status="ok", error=None)
+        else:  # as a job of this seed alone would end: failed, no result; the seeds beside it trained on
+            seat.record.update(status="failed", learning=None, error=f"{NonFiniteLossError.__name__}: "
+                               f"{outcome.failed} (this seed alone stopped; the seeds trained with it went on)")
+
+
+def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: float, secrets: list[str]) -> None:
+    """Complete and write every trained seed's record, however the job ended.
+
+    A seed trained beside others is charged its share of the process's time (its record's
+    throughput is the process's): so a cell's seeds cost what they cost, grouped or not.
+    """
+    for seat in todo:
+        _finish(seat.record, seat.cfg, seat.resumed, seat.tracker, failed or seat.record["status"] != "ok",
+                wall_s=wall_s / len(todo))
+        if len(todo) > 1:
+            seat.record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
+                                    "leader": leader, "wall_s": round(wall_s, 3)}
+        write_result(seat.out_dir, scrub(seat.record, secrets))
 
 
 def _mark(seats: list[_Seat], **fields: Any) -> None:
