@@ -102,7 +102,7 @@ class Runtime:
         # seeds_per_job: the seeds this process trains together, their random streams, and the
         # reason each seed that failed stopped (by index into seed_values)
         self.seed_values: tuple[int, ...] = (0,)
-        self.rngs: list[torch.Generator] = [_seed_rng(0, device)]
+        self._rngs: list[torch.Generator] | None = None  # made at first use: a generator on CUDA touches CUDA
         self.failed: dict[int, str] = {}
 
     # -- seeds trained together ----------------------------------------------------------------
@@ -113,8 +113,15 @@ class Runtime:
 
     def set_seeds(self, seeds: tuple[int, ...]) -> None:
         self.seed_values = tuple(seeds)
-        self.rngs = [_seed_rng(s, self.device) for s in self.seed_values]
+        self._rngs = None
         self.failed = {}
+
+    @property
+    def rngs(self) -> list[torch.Generator]:
+        """Each seed's own random stream for the algorithm's draws (:meth:`draw`), in ``seed_values`` order."""
+        if self._rngs is None:
+            self._rngs = [_seed_rng(s, self.device) for s in self.seed_values]
+        return self._rngs
 
     def per_seed(self, build: Callable[[], Any]) -> Any:
         """``build()``'s networks, once per seed: each built after ``torch.manual_seed(seed)``.
