@@ -190,7 +190,7 @@ def test_seeds_per_job_groups_a_cells_seeds_into_one_slurm_task(slurm_cluster, t
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [read_result(sweep / str(i)) for i in range(3)]
     assert [r["status"] for r in records] == ["ok"] * 3 and [r["seed"] for r in records] == [0, 1, 2]
-    assert records[0]["group"]["seeds"] == records[1]["group"]["seeds"] == [0, 1] and "group" not in records[2]
+    assert records[0]["group"]["seeds"] == records[1]["group"]["seeds"] == [0, 1] and records[2].get("group") is None
     # seeds 0 and 1 trained in one Slurm task, seed 2 in another task of the same array
     assert records[0]["job"]["slurm_array_index"] == records[1]["job"]["slurm_array_index"]
     assert records[0]["job"]["slurm_array_index"] != records[2]["job"]["slurm_array_index"]
