@@ -24,7 +24,7 @@ import torch
 from helpers import COMMON, ROOT, TINY, run_train, tiny_cfg
 
 from rlsweep import checkpoint
-from rlsweep.records import CHECKPOINT_FILE, read_result
+from rlsweep.records import CHECKPOINT_FILE, read_checkpoint_header, read_result
 from rlsweep.results import git_state
 from rlsweep.runner import train
 from rlsweep.signals import Interrupted
@@ -183,7 +183,7 @@ def test_a_job_whose_disk_fills_fails_with_no_space_left_and_resumes_from_its_la
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         deadline = time.monotonic() + 120
-        while checkpoint.read_header(out / CHECKPOINT_FILE) is None:
+        while read_checkpoint_header(out / CHECKPOINT_FILE) is None:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
             time.sleep(0.02)
         filler = _fill(small_disk, 24 * 1024)  # room for the record, not for a checkpoint
