@@ -124,6 +124,9 @@ class Update:
         #: inside the vectorised step: one seed's (parameters and buffers by name, optimizer states)
         self._seed: tuple[dict[str, torch.Tensor], list[Any]] | None = None
         self._fn = rt.compile(step if self.seeds == 1 else self._vectorised, name)
+        #: the stacks the vectorised step reads, detached once: views of the same storage, which each
+        #: seed's step (and a checkpoint's load_state_dict) writes into
+        self._held = {n: t.detach() for n, t in (*self._params, *self._root.named_buffers())} if self.seeds > 1 else {}
 
     def __call__(self, *args: Any) -> Any:
         if self.single_graph:
@@ -134,8 +137,7 @@ class Update:
             if self.seeds == 1:
                 out = self._fn(*args)
             else:  # the stacks and the optimizers' state, passed in: vmap hands each seed its own slices
-                held = {n: t.detach() for n, t in (*self._params, *self._root.named_buffers())}
-                out = self._fn(held, [bound[2] for bound in self._bound], *args)
+                out = self._fn(self._held, [bound[2] for bound in self._bound], *args)
         finally:
             self.rt._update = None
         if self.scaler is not None:
