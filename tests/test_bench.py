@@ -352,3 +352,22 @@ def test_atari_row_runs_sb3_both_ways_interleaved_and_labels_each(tmp_path, monk
     assert len(rows) == 3 * 2 + 2 + 1  # per side a steady and two end-to-end rows, a learning row; one compile row
     assert sum("as its users run it" in r for r in rows) == sum("like for like" in r for r in rows) == 4
     assert "## Limit" not in md and "## Framework overhead" not in md
+
+
+@pytest.mark.parametrize("beside", [True, False], ids=["timed-beside-each-run", "timed-apart"])
+def test_the_collection_limit_pairs_only_what_was_timed_side_by_side(tmp_path, monkeypatch, beside) -> None:
+    from rlsweep.bench import core
+
+    runs = [{"collection_env_steps_per_s": c} for c in (500.0, 600.0, 700.0)]
+    if beside:
+        for r, raw in zip(runs, (1000.0, 1000.0, 1400.0)):
+            r["raw_limit_env_steps_per_s"] = raw
+    apart = iter([1000.0, 1000.0, 1400.0])  # the same figures, timed after the runs
+    monkeypatch.setattr(core, "_raw_limit", lambda b, seed: next(apart))
+    seen = []
+    real = core.ratio_with_ci
+    monkeypatch.setattr(core, "ratio_with_ci", lambda a, b, paired: seen.append(paired) or real(a, b, paired=paired))
+    out = core.limit(core.Bench(root=tmp_path, repeats=3), runs, log=lambda m: None)
+    assert seen == [beside]
+    assert out["collection_fraction"] == pytest.approx(0.6)
+    assert next(apart, None) == (1000.0 if beside else None)  # apart: the raw stepping timed on its own

@@ -326,6 +326,23 @@ def test_missing_jobs_from_multirun_and_job_folders(tmp_path: Path, with_twin: b
     assert "compile=max-autotune" in table and "missing" in table
 
 
+def test_a_search_is_not_read_as_a_grid_of_its_choices(tmp_path: Path) -> None:
+    # Optuna's choice(...) params are lists too; its trials are the jobs it chose, none "missing"
+    sweep = tmp_path / "sweep"
+    write_multirun(sweep, ["seed=0"])
+    cfg = yaml.safe_load((sweep / "multirun.yaml").read_text())
+    cfg["hydra"]["sweeper"] = {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
+                               "params": {"compile": "choice(none,default,max-autotune)", "twin_modules": "choice(false,true)"}}
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump(cfg))
+    write_job(sweep, 0, make_record(seed=0, rate=100))
+    write_job(sweep, 1, make_record(compile="default", seed=0, rate=150))
+    sw = rp.load_sweep(sweep)
+    assert sw.expected_jobs is None and len(sw.jobs) == 2
+    report = rp.build_report(sw)
+    assert not [c for c in report.casualties if c.status == "missing"]
+    assert any("OptunaSweeper chooses its jobs as it goes" in n for n in report.notes)
+
+
 def test_fingerprints(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     write_job(sweep, 0, make_record(seed=0, rate=100, hostname="a"))

@@ -312,6 +312,16 @@ def read_multirun(sweep_dir: Path) -> dict[str, Any] | None:
     return cfg
 
 
+def multirun_lists(cfg: Mapping[str, Any]) -> dict[str, list[str]] | None:
+    """Each swept key's options (:func:`sweep_lists`) of a saved ``multirun.yaml``; None when its sweeper
+    chooses its jobs as it goes (a search: Optuna), so that no grid of its ``choice(...)`` is expected."""
+    sweeper, arguments = multirun_hydra(cfg)
+    # a multirun.yaml always names its sweeper; one without is read as the basic sweeper's
+    if sweeper and not sweeper.endswith("BasicSweeper"):
+        return None
+    return sweep_lists(arguments)
+
+
 def multirun_hydra(cfg: Mapping[str, Any]) -> tuple[str, list[str]]:
     """The sweeper's ``_target_`` and arguments (:func:`sweep_arguments`) saved in a ``multirun.yaml``."""
     hydra_cfg = cfg.get("hydra") or {}

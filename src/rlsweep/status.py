@@ -45,11 +45,11 @@ from rlsweep.records import (
     job_num,
     last_line,
     multirun_hydra,
+    multirun_lists,
     read_checkpoint_header,
     read_json,
     read_multirun,
     read_record,
-    sweep_lists,
     write_json_atomic,
 )
 
@@ -160,10 +160,10 @@ def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, l
 
 def _expand_multirun(multirun: dict[str, Any]) -> list[list[str]]:
     """Every job's overrides, in job order, as Hydra's basic sweeper expands the saved sweep."""
-    sweeper, arguments = multirun_hydra(multirun)
-    if not sweeper.endswith("BasicSweeper"):
-        raise ValueError(f"sweeper {sweeper or None} chooses its jobs as it goes")
-    return expand_sweep(sweep_lists(arguments))
+    lists = multirun_lists(multirun)
+    if lists is None:
+        raise ValueError(f"sweeper {multirun_hydra(multirun)[0]} chooses its jobs as it goes")
+    return expand_sweep(lists)
 
 
 # ---------------------------------------------------------------------------------------------- records

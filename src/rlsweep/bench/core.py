@@ -428,11 +428,14 @@ COLLECTION_TARGET = 0.6
 def limit(b: Bench, ppo_runs: list[dict[str, Any]], log: Any = print) -> dict[str, Any]:
     """Raw SyncVectorEnv stepping (random actions) vs rlsweep PPO's collection phase, same env count."""
     n_envs = 8
-    raw = [r["raw_limit_env_steps_per_s"] for r in ppo_runs if r.get("raw_limit_env_steps_per_s")]
-    raw = raw or [_raw_limit(b, r) for r in range(b.repeats)]
     coll = [r["collection_env_steps_per_s"] for r in ppo_runs if r.get("collection_env_steps_per_s")]
-    # paired when both come from the same PPO runs; raw stepping timed on its own is independent
-    frac, ci = ratio_with_ci(coll, raw, paired=len(coll) == len(raw)) if coll else (None, None)
+    # paired where each PPO run has the raw stepping timed right beside it (same machine load);
+    # raw stepping timed on its own, after the runs, is independent of them
+    beside = [r for r in ppo_runs if r.get("collection_env_steps_per_s") and r.get("raw_limit_env_steps_per_s")]
+    paired = bool(beside) and len(beside) == len(coll)
+    raw = ([r["raw_limit_env_steps_per_s"] for r in beside] if paired
+           else [_raw_limit(b, r) for r in range(b.repeats)])
+    frac, ci = ratio_with_ci(coll, raw, paired=paired) if coll else (None, None)
     log(f"  limit: raw {statistics.median(raw):.0f} env-steps/s, PPO collection fraction {frac}")
     return {"env_id": "CartPole-v1", "num_envs": n_envs, "raw_env_steps_per_s": statistics.median(raw),
             "ppo_collection_env_steps_per_s": statistics.median(coll) if coll else None,

@@ -22,8 +22,8 @@ from rlsweep.records import (
     job_num,
     last_line,
     multirun_hydra,
+    multirun_lists,
     read_multirun,
-    sweep_lists,
 )
 from rlsweep.report.measurement import section
 from rlsweep.report.model import (
@@ -101,7 +101,11 @@ def _expected(
         sweep_cfg = read_multirun(root)
         if sweep_cfg is None:
             return None, {}, {}
-        lists = sweep_lists(multirun_hydra(sweep_cfg)[1])
+        lists = multirun_lists(sweep_cfg)
+        if lists is None:
+            notes.append(f"sweeper {multirun_hydra(sweep_cfg)[0]} chooses its jobs as it goes: the report has the "
+                         "jobs it finds, none expected")
+            return None, {}, {}
     except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
         notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
         return None, {}, {}
