@@ -545,14 +545,15 @@ def _without_seed(overrides: list[str]) -> tuple[tuple[str, ...], str | None]:
 def _seed_in(cell: _Cell, seed_override: str) -> int | None:
     """The seed ``seed_override`` gives a job of ``cell``, set as Hydra sets it; None where the job
     must be checked on its own (the cell's config refers to the seed, or the seed is not valid)."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
     if not cell.seed_only:
         return None
     try:
         if cell.scratch is None:
             cell.scratch = copy.deepcopy(cell.cfg)
-        ConfigLoaderImpl._apply_overrides_to_config(parse_overrides([seed_override]), cell.scratch)
+        (override,) = parse_overrides([seed_override])
+        # what Hydra's composition does with a plain ``key=value``: its parsed value merged in, the
+        # typed node (an int) converting or refusing it
+        OmegaConf.update(cell.scratch, SEED_KEY, override.value(), merge=True)
         seed = cell.scratch[SEED_KEY]
     except Exception:  # noqa: BLE001 - composed on its own, the job gets its message
         cell.scratch = None
