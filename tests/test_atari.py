@@ -64,8 +64,8 @@ def _built(algo: str, *overrides: str):  # noqa: ANN202 - an algorithm instance
 def test_encoder_auto_picks_the_cnn_for_frames_and_the_mlp_for_vectors() -> None:
     built = [ppo_atari := _built("atari_ppo", "algo.encoder=auto"), ppo := _built("ppo"),
              dqn_atari := _built("dqn", "env=breakout"), dqn := _built("dqn")]
-    assert isinstance(ppo_atari.actor[0], NatureCNN)
-    assert ppo_atari.actor[0] is ppo_atari.critic[0]  # CleanRL's network: one encoder, two heads
+    assert isinstance(ppo_atari.actor.joint.encoder, NatureCNN)
+    assert ppo_atari.actor.joint is ppo_atari.critic.joint  # CleanRL's network: one encoder, two heads
     params = ppo_atari.optimizer.param_groups[0]["params"]
     assert len({id(p) for p in params}) == len(params)  # the shared encoder is optimized once
     assert not any(isinstance(m, NatureCNN) for m in ppo.actor.modules())

@@ -211,11 +211,28 @@ def test_a_seed_that_diverges_in_a_group_fails_alone_in_the_sweep_and_its_report
     (["hydra.sweep.subdir=${hydra.job.override_dirname}"], "hydra.sweep.subdir=${hydra.job.override_dirname} is not "
                                                            "supported with it"),
     (["+logger.name=run-${seed}"], "a value of this config refers to the seed"),
-    (["experiment=atari_ppo"], "PPO with the Nature CNN (image observations) trains one seed per process"),
-], ids=["job-folders-by-overrides", "config-refers-to-the-seed", "ppo-cnn"])
+], ids=["job-folders-by-overrides", "config-refers-to-the-seed"])
 def test_a_sweep_whose_seeds_cannot_share_a_process_is_refused(tmp_path: Path, extra: list[str], message: str) -> None:
     proc = run_train(["-m", "algo=ppo", *TINY["ppo"], *COMMON, "seed=0,1", "seeds_per_job=2", *extra,
                       f"hydra.sweep.dir={tmp_path / 'sweep'}"])
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count(message) == 1, proc.stderr
     assert not (tmp_path / "sweep").exists()
+
+
+def test_ppo_nature_cnn_seeds_together_are_the_seeds_alone() -> None:
+    """The actor and the critic share one encoder: each seed's whole network is stacked (nets.Head reads a
+    head of it), so the shared encoder stays shared per seed and apart between seeds."""
+    from rlsweep.testing import assert_seeds_together_are_seeds_alone
+
+    cfg = tiny_cfg("atari_ppo", "eval_episodes=1", "env.max_episode_steps=100")
+    assert_seeds_together_are_seeds_alone(cfg, [3, 4])
+
+
+def test_channels_last_is_not_applicable_to_seeds_vectorised_together() -> None:
+    from rlsweep.toggles.channels_last import ChannelsLastToggle
+
+    cfg = tiny_cfg("atari_ppo", "backend.channels_last=true")
+    assert ChannelsLastToggle().not_applicable(cfg, torch.device("cpu")) is None
+    reason = ChannelsLastToggle().not_applicable(dataclasses.replace(cfg, seeds_per_job=2), torch.device("cpu"))
+    assert reason.startswith("not applicable: seeds_per_job > 1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -215,9 +216,25 @@ class SharedEncoder(nn.Module):
         super().__init__()
         self.encoder, self.actor_head, self.critic_head = encoder, actor_head, critic_head
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: torch.Tensor, head: int | None = None) -> Any:
+        """(actor's output, critic's output); with ``head`` (0: actor, 1: critic), that head's only."""
         features = self.encoder(obs)
+        if head is not None:
+            return (self.actor_head, self.critic_head)[head](features)
         return self.actor_head(features), self.critic_head(features)
+
+
+class Head(nn.Module):
+    """One head of a :class:`SharedEncoder` as a network of its own (acting's actor, the critic of
+    the rollout's values): the encoder's parameters stay the joint network's, however it is held
+    (one network, or the seeds' stacked copies of it: ``rt.per_seed``)."""
+
+    def __init__(self, joint: nn.Module, head: int) -> None:
+        super().__init__()
+        self.joint, self.head = joint, head
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.joint(obs, self.head)
 
 
 class GaussianLogStd(nn.Module):

@@ -21,7 +21,7 @@ def test_acts_on_the_atari_cnn() -> None:
     off = observe(tiny_cfg("atari_ppo"), record_ops=True)
     TestChannelsLast().assert_acts(on, off)
     assert on.outcome.toggles["backend.channels_last"] == {"value": True, "applied": True, "reason": None}
-    conv = on.outcome.algo.actor[0].convs[0].weight
+    conv = on.outcome.algo.joint.encoder.convs[0].weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
     p_on, p_off = params_of(on.outcome.algo), params_of(off.outcome.algo)
     moved = reference_params("atari_ppo", "seed=1")[2]

@@ -34,7 +34,7 @@ from torch import nn
 from rlsweep.algos.base import Algorithm
 from rlsweep.config import PPOConfig, TrainConfig, hyper_parameter_errors
 from rlsweep.envs import finished_episodes
-from rlsweep.nets import GaussianLogStd, NatureCNN, SharedEncoder, encoder_errors, mlp, uses_cnn
+from rlsweep.nets import GaussianLogStd, Head, NatureCNN, SharedEncoder, encoder_errors, mlp, uses_cnn
 from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
@@ -69,10 +69,6 @@ class PPO(Algorithm):
         errors = super().validate_config(cfg) + hyper_parameter_errors(
             cfg.algo, positive=("num_steps", "update_epochs", "minibatch_size", "max_grad_norm", "clip_coef"),
             probability=("gae_lambda",), non_negative=("ent_coef", "vf_coef")) + encoder_errors(cfg.algo.encoder, cfg.env)
-        if cfg.seeds_per_job > 1 and (cfg.algo.encoder == "cnn" or cfg.env.atari):
-            # its actor and critic share one encoder, which rt.per_seed does not stack yet
-            errors.append("seeds_per_job > 1: PPO with the Nature CNN (image observations) trains one seed per "
-                          "process; use seeds_per_job=1")
         return errors
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
@@ -87,13 +83,9 @@ class PPO(Algorithm):
         self.cnn = uses_cnn(a.encoder, obs_space.shape, obs_space.dtype)
         self.obs_dtype = torch.uint8 if self.cnn else torch.float32  # frames are scaled on the device
         self.obs_shape = tuple(obs_space.shape) if self.cnn else (int(np.prod(obs_space.shape)),)
-        if self.cnn:
-            encoder = NatureCNN(obs_space.shape, rt)
-            self.joint: nn.Module | None = SharedEncoder(
-                encoder, mlp(encoder.features, [], self.act_dim, rt, a.activation, out_gain=0.01),
-                mlp(encoder.features, [], 1, rt, a.activation, out_gain=1.0)).to(self.device)
-            self.actor = nn.Sequential(self.joint.encoder, self.joint.actor_head)
-            self.critic = nn.Sequential(self.joint.encoder, self.joint.critic_head)
+        if self.cnn:  # CleanRL's Atari network: the actor and the critic share one encoder
+            self.joint: nn.Module | None = rt.per_seed(lambda: self._cnn(obs_space.shape))
+            self.actor, self.critic = Head(self.joint, 0), Head(self.joint, 1)
         else:
             self.joint = None
             self.actor, self.critic = rt.per_seed(self._mlps)
@@ -128,6 +120,12 @@ class PPO(Algorithm):
         a, dim = self.a, self.obs_shape[0]
         return (mlp(dim, a.hidden_sizes, self.act_dim, self.rt, a.activation, out_gain=0.01).to(self.device),
                 mlp(dim, a.hidden_sizes, 1, self.rt, a.activation, out_gain=1.0).to(self.device))
+
+    def _cnn(self, obs_shape: tuple[int, ...]) -> nn.Module:
+        """The Nature CNN with an actor and a critic head (one seed's)."""
+        encoder = NatureCNN(obs_shape, self.rt)
+        return SharedEncoder(encoder, mlp(encoder.features, [], self.act_dim, self.rt, self.a.activation, out_gain=0.01),
+                             mlp(encoder.features, [], 1, self.rt, self.a.activation, out_gain=1.0)).to(self.device)
 
     @property
     def iteration_env_steps(self) -> int:
@@ -304,6 +302,8 @@ class PPO(Algorithm):
 
     # -- state ---------------------------------------------------------------------------------------
     def modules(self) -> dict[str, nn.Module]:
+        if self.joint is not None:  # the actor and the critic are its heads
+            return {"network": self.joint, "log_std": self.std}
         return {"actor": self.actor, "critic": self.critic, "log_std": self.std}
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:

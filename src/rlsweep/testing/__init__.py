@@ -39,7 +39,7 @@ import pytest
 
 pytest.register_assert_rewrite("rlsweep.testing.algorithm", "rlsweep.testing.toggles")
 
-__all__ = ["QUIET", "AlgorithmContract", "compose", "parameters"]
+__all__ = ["QUIET", "AlgorithmContract", "assert_seeds_together_are_seeds_alone", "compose", "parameters"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

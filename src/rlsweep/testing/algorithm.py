@@ -45,6 +45,30 @@ def parameters(algo: Any) -> dict[str, Any]:
     return out
 
 
+def assert_seeds_together_are_seeds_alone(cfg: Any, seeds: Sequence[int]) -> None:
+    """``cfg``'s job trained for ``seeds`` together (``seeds_per_job``) and for each seed alone: the same
+    env steps, updates and episodes, networks within float tolerance (the grouped step is vectorised,
+    the single one torch.optim's own), evaluations within 1%."""
+    import torch
+
+    from rlsweep.runner import train, train_seeds
+    from rlsweep.seeds import SeedStack
+
+    together = train_seeds(cfg, list(seeds))
+    modules = together[0].algo.modules()
+    for k, seed in enumerate(seeds):
+        alone = train(dataclasses.replace(cfg, seed=seed))
+        assert together[k].env_steps == alone.env_steps and together[k].updates == alone.updates
+        assert together[k].learning["curve"]["episode_return"] == alone.learning["curve"]["episode_return"]
+        theirs = parameters(alone.algo)
+        mine = {f"{name}.{key}": v for name, m in modules.items()
+                for key, v in (m.seed_module(k) if isinstance(m, SeedStack) else m).state_dict().items()}
+        assert mine.keys() == theirs.keys()
+        for key, value in theirs.items():
+            torch.testing.assert_close(mine[key], value, rtol=1e-3, atol=1e-3, msg=lambda m, key=key: f"{key}: {m}")
+        assert together[k].learning["eval_returns"] == pytest.approx(alone.learning["eval_returns"], rel=1e-2)
+
+
 class AlgorithmContract:
     """What every algorithm meets. Subclass it with a ``Test`` name; set the class attributes."""
 
@@ -113,29 +137,13 @@ class AlgorithmContract:
         """``seeds_per_job``: each seed of a group gets the episodes, networks (within float tolerance: the
         grouped step is vectorised, the single one torch.optim's own) and evaluation of its job alone. An
         algorithm without ``seeds_together`` is refused before launch instead, and skips this."""
-        import torch
 
         from rlsweep.algos import algorithm_class
-        from rlsweep.runner import train, train_seeds
-        from rlsweep.seeds import SeedStack
 
         cfg = self.cfg("eval_episodes=2")
         if not algorithm_class(cfg.algo._target_).seeds_together:
             pytest.skip("does not set seeds_together: seeds_per_job > 1 is refused before launch")
-        seeds = [3, 4]
-        together = train_seeds(cfg, seeds)
-        modules = together[0].algo.modules()
-        for k, seed in enumerate(seeds):
-            alone = train(dataclasses.replace(cfg, seed=seed))
-            assert together[k].env_steps == alone.env_steps and together[k].updates == alone.updates
-            assert together[k].learning["curve"]["episode_return"] == alone.learning["curve"]["episode_return"]
-            theirs = parameters(alone.algo)
-            mine = {f"{name}.{key}": v for name, m in modules.items()
-                    for key, v in (m.seed_module(k) if isinstance(m, SeedStack) else m).state_dict().items()}
-            assert mine.keys() == theirs.keys()
-            for key, value in theirs.items():
-                torch.testing.assert_close(mine[key], value, rtol=1e-3, atol=1e-3, msg=lambda m, key=key: f"{key}: {m}")
-            assert together[k].learning["eval_returns"] == pytest.approx(alone.learning["eval_returns"], rel=1e-2)
+        assert_seeds_together_are_seeds_alone(cfg, [3, 4])
 
     def test_every_hyper_parameter_is_used(self) -> None:
         """Config parity: every field of the schema is read by the algorithm's own code while it trains."""

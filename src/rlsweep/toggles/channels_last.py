@@ -32,7 +32,13 @@ class ChannelsLastToggle(Toggle):
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         if not cfg.backend.channels_last:
             return None
-        return conv_free_reason(cfg)
+        reason = conv_free_reason(cfg)
+        if reason is None and cfg.seeds_per_job > 1:
+            # under vmap a tensor has no memory format of its own (contiguous(memory_format=...) is
+            # not implemented there): the seeds' convolutions run as torch.vmap lays them out
+            return ("not applicable: seeds_per_job > 1 runs the seeds' convolutions through torch.vmap, "
+                    "which keeps no channels_last (NHWC) layout")
+        return reason
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
         rt.channels_last = cfg.backend.channels_last
