@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,17 @@ def test_multirun_yaml_gives_the_sweepers_arguments(tmp_path: Path) -> None:
     (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps({"hydra": {
         "sweeper": {"_target_": "x.BasicSweeper", "params": {"seed": "0,1"}}, "overrides": {"task": ["compile=none"]}}}))
     assert records.multirun_hydra(records.read_multirun(tmp_path)) == ("x.BasicSweeper", ["seed=0,1", "compile=none"])
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_an_atomic_write_leaves_only_the_file_with_the_umasks_permissions(tmp_path: Path, umask: int) -> None:
+    """Others may read a sweep's results as they may read any file its user makes (mkstemp's 0600 would hide them)."""
+    from rlsweep.records import write_json_atomic
+
+    old = os.umask(umask)
+    try:
+        write_json_atomic(tmp_path / "result.json", {"status": "ok"})
+    finally:
+        os.umask(old)
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+    assert stat.S_IMODE((tmp_path / "result.json").stat().st_mode) == 0o666 & ~umask

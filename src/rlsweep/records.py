@@ -11,8 +11,8 @@ import itertools
 import json
 import math
 import os
+import secrets
 import socket
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,11 +54,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file in the same folder, fsync and rename (all or nothing)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _new_temp_file(path)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -70,6 +67,18 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _new_temp_file(path: Path) -> tuple[int, str]:
+    """A new file beside ``path``, opened for writing, with the permissions the umask gives any new
+    file (mkstemp's 0600 would hide results from other users; reading the umask means setting it,
+    which no thread may see half done)."""
+    while True:
+        tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"))
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
