@@ -24,7 +24,7 @@ import torch
 from helpers import COMMON, ROOT, TINY, run_train, tiny_cfg
 
 from rlsweep import checkpoint
-from rlsweep.records import CHECKPOINT_FILE, read_checkpoint_header, read_result
+from rlsweep.records import CHECKPOINT_FILE, CHECKPOINT_MAGIC, read_checkpoint_header, read_result
 from rlsweep.results import git_state
 from rlsweep.runner import train
 from rlsweep.signals import Interrupted
@@ -74,7 +74,7 @@ def _flip_a_bit(data: bytes) -> bytes:
 
 
 def _garble_header(data: bytes) -> bytes:
-    return data[:len(checkpoint.MAGIC)] + b"{not json" + data[data.index(b"\n", len(checkpoint.MAGIC)):]
+    return data[:len(CHECKPOINT_MAGIC)] + b"{not json" + data[data.index(b"\n", len(CHECKPOINT_MAGIC)):]
 
 
 def _plain_torch_save(data: bytes) -> bytes:
@@ -85,7 +85,7 @@ def _plain_torch_save(data: bytes) -> bytes:
 
 DAMAGES = {
     "truncated": (_truncate, r"^truncated: [\d,]+ of [\d,]+ payload bytes$"),
-    "cut-in-the-header": (lambda d: d[:len(checkpoint.MAGIC) + 20], r"^truncated or corrupted header$"),
+    "cut-in-the-header": (lambda d: d[:len(CHECKPOINT_MAGIC) + 20], r"^truncated or corrupted header$"),
     "bit-flip": (_flip_a_bit, r"^corrupted: the payload's sha256 does not match the header's$"),
     "empty": (lambda d: b"", r"^empty file$"),
     "zeros": (lambda d: bytes(len(d)), r"^no rlsweep checkpoint header"),

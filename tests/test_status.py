@@ -16,7 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from rlsweep import status as st
 from rlsweep.config import register_configs
-from rlsweep.records import CHECKPOINT_FILE, CHECKPOINT_MAGIC
+from rlsweep.records import CHECKPOINT_FILE, checkpoint_head
 
 
 def _record(num: int, status: str, *, error: str | None = None, env_steps: int = 0, requeues: int = 0,
@@ -39,7 +39,7 @@ def _sweep(root: Path, records: dict[int, dict | None], n_jobs: int, array: str 
 
 def _checkpoint(folder: Path, env_steps: int) -> None:
     header = {"sha256": "0" * 64, "bytes": 3, "env_steps": env_steps, "attempt": 1}
-    (folder / CHECKPOINT_FILE).write_bytes(CHECKPOINT_MAGIC + json.dumps(header).encode() + b"\nxyz")
+    (folder / CHECKPOINT_FILE).write_bytes(checkpoint_head(header) + b"xyz")
 
 
 def _fake_sacct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str) -> Path:

@@ -40,8 +40,13 @@ import numpy as np
 import torch
 
 from rlsweep.config import TrainConfig
-from rlsweep.records import CHECKPOINT_MAGIC as MAGIC
-from rlsweep.records import read_checkpoint_header, write_bytes_atomic
+from rlsweep.records import (
+    CHECKPOINT_MAGIC,
+    checkpoint_head,
+    read_checkpoint_header,
+    split_checkpoint,
+    write_bytes_atomic,
+)
 from rlsweep.results import provenance
 
 log = logging.getLogger(__name__)
@@ -175,7 +180,7 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         "code": history[-1],
         "history": history,
     }
-    head = MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n"
+    head = checkpoint_head(header)
     try:
         write_bytes_atomic(path, head + body)
     except OSError as exc:
@@ -192,17 +197,12 @@ def _read_verified(path: Path) -> tuple[dict[str, Any] | None, bytes | None, str
         data = Path(path).read_bytes()
     except OSError as exc:
         return None, None, f"unreadable: {exc.strerror or exc}"
-    if not data.startswith(MAGIC):
+    if not data.startswith(CHECKPOINT_MAGIC):
         return None, None, ("empty file" if not data else
                             "no rlsweep checkpoint header (damaged, or written by another program or version)")
-    end = data.find(b"\n", len(MAGIC))
-    try:
-        header = json.loads(data[len(MAGIC):end]) if end > 0 else None
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or not isinstance(header.get("bytes"), int) or "sha256" not in header:
+    header, body = split_checkpoint(data)
+    if header is None or not isinstance(header.get("bytes"), int) or "sha256" not in header:
         return None, None, "truncated or corrupted header"
-    body = data[end + 1:]
     if len(body) != header["bytes"]:
         return None, None, f"truncated: {len(body):,} of {header['bytes']:,} payload bytes"
     if hashlib.sha256(body).hexdigest() != header["sha256"]:

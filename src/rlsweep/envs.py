@@ -81,6 +81,13 @@ class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], copy: bool = True) -> None:
         super().__init__(env_fns, copy=copy, autoreset_mode=AutoresetMode.SAME_STEP)
 
+    def close_extras(self, **kwargs: Any) -> None:
+        super().close_extras(**kwargs)
+        # closed envs are let go at once: one still reachable at exit from a reference cycle that the
+        # job's exit does not collect (signals.skip_final_gc_at_exit) keeps ALE's emulator alive, and
+        # ale-py's bindings then print a screenful of "leaked" warnings
+        self.envs = []
+
     def step(self, actions: Any) -> Any:
         env_obs, rewards, terminations, truncations = self._env_obs, self._rewards, self._terminations, self._truncations
         batch = self._observations

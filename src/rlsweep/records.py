@@ -135,16 +135,32 @@ def read_group(sweep_dir: Path, num: int | None) -> list[dict[str, Any]] | None:
     return (read_json(path) or {}).get(str(num))
 
 
+def checkpoint_head(header: Mapping[str, Any]) -> bytes:
+    """What a checkpoint file starts with: the magic line, then ``header`` as one line of JSON."""
+    return CHECKPOINT_MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n"
+
+
+def split_checkpoint(data: bytes) -> tuple[dict[str, Any] | None, bytes]:
+    """A checkpoint's bytes (the whole file, or its start) as (header, what follows its line); the
+    header is None when ``data`` does not start with one."""
+    end = data.find(b"\n", len(CHECKPOINT_MAGIC))
+    if not data.startswith(CHECKPOINT_MAGIC) or end < 0:
+        return None, b""
+    try:
+        header = json.loads(data[len(CHECKPOINT_MAGIC):end])
+    except ValueError:
+        return None, b""
+    return (header, data[end + 1:]) if isinstance(header, dict) else (None, b"")
+
+
 def read_checkpoint_header(path: Path) -> dict[str, Any] | None:
     """The header of the checkpoint at ``path`` (not verified against the payload); None if it has none."""
     try:
         with open(path, "rb") as f:
-            if f.read(len(CHECKPOINT_MAGIC)) != CHECKPOINT_MAGIC:
-                return None
-            header = json.loads(f.readline(_MAX_CHECKPOINT_HEADER))
-    except (OSError, ValueError):
+            start = f.read(len(CHECKPOINT_MAGIC)) + f.readline(_MAX_CHECKPOINT_HEADER)
+    except OSError:
         return None
-    return header if isinstance(header, dict) else None
+    return split_checkpoint(start)[0]
 
 
 def last_line(text: Any) -> str:

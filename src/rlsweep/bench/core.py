@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rlsweep.bootstrap import learning_difference, ratio_with_ci
+from rlsweep.records import read_record, walk_records
 
 #: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (figures in
 #: docs/results/bench_choices.md): every algorithm's update compiles into one graph (rlsweep.update)
@@ -254,10 +255,9 @@ def run_rlsweep(b: Bench, c: Comparison, seed: int, cache_dir: Path, cache: str,
                           env={**b.env(cache_dir), "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=3600)
     process_wall = time.perf_counter() - t0
     shutil.rmtree(tmp, ignore_errors=True)
-    result_file = out_dir / "result.json"
-    if proc.returncode != 0 or not result_file.exists():
+    rec = read_record(out_dir)
+    if proc.returncode != 0 or rec is None:
         raise RuntimeError(f"rlsweep run failed ({' '.join(args)}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    rec = json.loads(result_file.read_text())
     shutil.rmtree(out_dir, ignore_errors=True)
     thr = rec["throughput"]
     per_iter = rec["env_steps"] // rec["iterations"]
@@ -544,7 +544,7 @@ def launcher_overhead(b: Bench, log: Any = print) -> dict[str, Any]:
                     cmd.append(f"hydra/launcher={launcher}")
                 walls[n].append(_time_until_line(cmd, b, None))
                 if n == k:
-                    job_walls += [json.loads(p.read_text())["wall_s"] for p in sweep_dir.glob("*/result.json")]
+                    job_walls += [rec["wall_s"] for _, rec in walk_records(sweep_dir)]
         one, many = statistics.median(walls[1]), statistics.median(walls[k])
         per_job = (many - one) / (k - 1)
         out[launcher] = {"per_job_s": per_job, "one_job_sweep_s": one, f"{k}_job_sweep_s": many,
