@@ -153,3 +153,34 @@ def test_every_timed_job_starts_alike_whatever_the_order_of_the_cells(tmp_path: 
     expected = sorted([(m, s, process, "warm" if m == "default" else None, True)
                        for m in ("none", "default") for s in (0, 1)])
     assert all(found == expected for found in states.values()), states
+
+
+def test_each_size_of_a_cells_groups_of_seeds_is_prepared() -> None:
+    """seeds_per_job=4 over seeds 0-9: groups of 4, 4 and 2; resumed with seeds 0 and 4 finished: 3, 3 and 2
+    seeds trained."""
+    from helpers import tiny_cfg
+
+    cfg = tiny_cfg("ppo", "seeds_per_job=4")
+    jobs = [[f"seed={s}"] for s in range(10)]
+    sizes = [c.seeds_per_job for _, c in prepare.with_group_sizes([(["seed=0"], cfg)], jobs, [False] * 10, 4)]
+    assert sizes == [4, 2]
+    finished = [s in (0, 4) for s in range(10)]
+    sizes = [c.seeds_per_job for _, c in prepare.with_group_sizes([(["seed=1"], cfg)], jobs, finished, 4)]
+    assert sizes == [3, 2]
+    alone = tiny_cfg("ppo")
+    assert prepare.with_group_sizes([(["seed=0"], alone)], jobs, [False] * 10, 1) == [(["seed=0"], alone)]
+
+
+@pytest.mark.slow  # a real sweep with two cold compiles: a minute or two on 2 cores
+def test_a_cells_smaller_last_group_starts_on_a_warm_cache(tmp_path: Path) -> None:
+    from helpers import run_train
+
+    sweep = tmp_path / "sweep"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    proc = run_train(["-m", "experiment=smoke", "compile=default", "compile.functions=[update]", "seed=0,1,2",
+                      "seeds_per_job=2", "logger.mode=disabled", f"hydra.sweep.dir={sweep}"], env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads((sweep / str(n) / "result.json").read_text()) for n in range(3)]
+    assert [r["measurement"]["compile_cache"] for r in records] == ["warm"] * 3
+    assert sorted(e["seeds"] for e in prepare.read_prepare(sweep)["cells"]) == [1, 2]

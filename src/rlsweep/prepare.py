@@ -69,6 +69,27 @@ def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
     return list(first.values())
 
 
+def with_group_sizes(cell_configs: list[tuple[list[str], TrainConfig]], job_overrides: Sequence[Sequence[str]],
+                     finished: Sequence[bool], base_seeds_per_job: Any) -> list[tuple[list[str], TrainConfig]]:
+    """``cell_configs``, each cell once for every number of seeds one of its processes trains, largest
+    first (``seeds_per_job``: a cell's last group may be smaller, and a resumed sweep's groups lose
+    their finished seeds): the compiled shapes have the seeds in them, so each size is prepared,
+    not compiled inside a timed job."""
+    from rlsweep.launchers import seed_groups
+
+    sizes: dict[tuple[str, ...], set[int]] = {}
+    for group in seed_groups(job_overrides, base_seeds_per_job):
+        trained = sum(1 for i in group if not finished[i])
+        if trained:
+            sizes.setdefault(cell_key(job_overrides[group[0]]), set()).add(trained)
+    out = []
+    for overrides, cfg in cell_configs:
+        trained = sorted(sizes.get(cell_key(overrides)) or {cfg.seeds_per_job}, reverse=True)
+        out += [(overrides, cfg if n == cfg.seeds_per_job else dataclasses.replace(cfg, seeds_per_job=n))
+                for n in trained]
+    return out
+
+
 def compiles(cfg: TrainConfig) -> bool:
     return cfg.compile.mode != "none"
 
@@ -232,14 +253,14 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
         log.info("preparing the sweep: %d compiled cell(s) compile once each, untimed, on an empty cache",
                  len(compiled))
     outcomes = run_fresh([c for _, c in compiled]) if compiled else []
-    cold = {cell_key(o): out for (o, _), out in zip(compiled, outcomes)}
+    cold = {(cell_key(o), c.seeds_per_job): out for (o, c), out in zip(compiled, outcomes)}
     entries = []
     warmed_wandb = False
     for overrides, cfg in cell_configs:
-        entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "compiled": compiles(cfg), "cold": None,
-                                 "warm": None}
-        if cell_key(overrides) in cold:
-            out = cold[cell_key(overrides)]
+        entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "seeds": cfg.seeds_per_job,
+                                 "compiled": compiles(cfg), "cold": None, "warm": None}
+        if (cell_key(overrides), cfg.seeds_per_job) in cold:
+            out = cold[(cell_key(overrides), cfg.seeds_per_job)]
             entry["cold"] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
                              if isinstance(out, BaseException) else {"status": "ok", **out})
         if in_process:

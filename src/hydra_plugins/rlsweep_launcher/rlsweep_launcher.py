@@ -105,8 +105,8 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
     if not str(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
         return []  # a search (Optuna) launches trial after trial, each its own cell: a cold run per trial would double it
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
-    unfinished = [list(o) for i, o in enumerate(job_overrides)
-                  if not _finished(sweep_dir / str(initial_job_idx + i))]
+    finished = [_finished(sweep_dir / str(initial_job_idx + i)) for i in range(len(job_overrides))]
+    unfinished = [list(o) for o, done in zip(job_overrides, finished, strict=True) if not done]
     saved = HydraConfig.instance().cfg
     out = []
     try:
@@ -126,7 +126,8 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
     finally:
         if saved is not None:
             HydraConfig.instance().set_config(saved)
-    return out
+    return prepare.with_group_sizes(out, job_overrides, finished, OmegaConf.select(launcher.config, "seeds_per_job",
+                                                                                   default=1))
 
 
 def _plan_groups(config: Any, job_overrides: Any, initial_job_idx: int, sweep_dir: Path) -> list[list[int]]:
