@@ -5,7 +5,7 @@
 Each commit gets a git worktree under --work; each (commit, algorithm) its own compile cache, warmed
 by one run (seed 100, recorded, not counted). Then seeds 0..pairs-1, the two sides alternately
 old/new and new/old, so drift on this noisy box falls on both. A job is the bench's own
-(``rlsweep.bench.core.rlsweep_args``: preset, best CPU toggles, 1 thread, full budget), run with
+(``benchmarks.core.rlsweep_args``: preset, best CPU toggles, 1 thread, full budget), run with
 the worktree's code on PYTHONPATH; its end-to-end rate is over the whole process, timed from outside.
 Prints and writes, per algorithm: the medians, new/old ratios with 95% bootstrap intervals over
 the paired seeds, and whether the final returns are equal seed for seed.
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from rlsweep.bench.core import COMPARISONS, TRAIN_MODULE, Bench, rlsweep_args  # noqa: E402
+from benchmarks.core import COMPARISONS, TRAIN_MODULE, Bench, rlsweep_args  # noqa: E402
 from rlsweep.bootstrap import ratio_with_ci  # noqa: E402
 
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env() -> dict[str, str]:
-    from rlsweep.bench.core import Bench
+    from benchmarks.core import Bench
 
     return Bench(root=ROOT).env()
 
@@ -50,7 +50,7 @@ def run_sb3(seed: int, steps: int, work: Path) -> float:
     out = work / f"sb3-{seed}-{time.monotonic_ns()}.json"
     args = {"algo": "dqn", "total_env_steps": steps, "seed": seed, "steady_from_env_steps": steps // 2,
             "eval_episodes": 10}
-    proc = subprocess.run([sys.executable, "-m", "rlsweep.bench.worker", "sb3", json.dumps(args), str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", "sb3", json.dumps(args), str(out)], cwd=ROOT,
                           env=_env(), capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rlsweep.bench.cli import main
+from benchmarks.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(root=Path(__file__).resolve().parents[1]))

@@ -90,7 +90,7 @@ def test_torchrl_peer_trains_the_whole_budget_and_is_evaluated(algo, total_env_s
     """TorchRL's DQN and SAC (PPO runs in the quick bench above): real collector, losses, buffers."""
     import torch
 
-    from rlsweep.bench.torchrl_peer import run_torchrl
+    from benchmarks.torchrl_peer import run_torchrl
 
     threads = torch.get_num_threads()
     try:
@@ -118,7 +118,7 @@ def test_bench_without_sb3_or_with_bad_algo_fails_clearly() -> None:
 
 @pytest.mark.slow  # a real sweep / measurement (tens of seconds): the slow tier
 def test_claims_table_structure() -> None:
-    from rlsweep.bench import claims
+    from benchmarks import claims
 
     res = claims.run(quick=True)
     ids = [r["id"] for r in res["claims"]]
@@ -136,7 +136,7 @@ def test_claims_table_structure() -> None:
 
 
 def test_ratio_ci_brackets_the_ratio() -> None:
-    from rlsweep.bench import ratio_with_ci
+    from benchmarks import ratio_with_ci
 
     r, ci = ratio_with_ci([10.0, 12.0, 11.0], [5.0, 5.5, 6.0], paired=True)
     assert math.isclose(r, 11.0 / 5.5)
@@ -152,8 +152,8 @@ def test_ratio_ci_brackets_the_ratio() -> None:
 
 
 def test_bfloat16_is_chosen_only_for_sac_and_only_where_it_is_native() -> None:
-    from rlsweep.bench import BEST_TOGGLES, Bench
-    from rlsweep.bench.core import BF16_MIN_SPEEDUP, bf16_matmul_speedup
+    from benchmarks import BEST_TOGGLES, Bench
+    from benchmarks.core import BF16_MIN_SPEEDUP, bf16_matmul_speedup
 
     speedup = bf16_matmul_speedup(size=64, rounds=2, calls=3)
     assert math.isfinite(speedup) and speedup > 0
@@ -167,7 +167,7 @@ def test_bfloat16_is_chosen_only_for_sac_and_only_where_it_is_native() -> None:
 
 
 def test_learning_difference_flags_a_clearly_worse_side_and_not_equal_ones() -> None:
-    from rlsweep.bench import learning_difference
+    from benchmarks import learning_difference
 
     good = [480.0, 500.0, 450.0, 500.0, 470.0, 500.0, 490.0, 460.0, 500.0, 495.0]
     bad = [100.0, 150.0, 90.0, 130.0, 120.0, 110.0, 140.0, 95.0, 105.0, 125.0]
@@ -229,7 +229,7 @@ class FakeProcesses:
 
 
 def _fake_compare(tmp_path, monkeypatch, fake: FakeProcesses, repeats: int = 3):
-    from rlsweep.bench import core
+    from benchmarks import core
 
     monkeypatch.setattr(core.subprocess, "run", fake)
     # a warm cache of the caller's, and a Triton cache outside any folder the bench chose: neither may leak
@@ -271,7 +271,7 @@ def test_cold_runs_get_an_empty_compile_cache_and_warm_runs_the_filled_one(tmp_p
 
 
 def test_markdown_has_the_cold_and_warm_rows_and_the_learning_interval(tmp_path, monkeypatch) -> None:
-    from rlsweep.bench import core
+    from benchmarks import core
 
     b, comp = _fake_compare(tmp_path, monkeypatch, FakeProcesses(hit_when_filled=False), repeats=2)
     assert comp["compile"]["warm_cache_complete"] is False  # the warm runs compiled anew: said
@@ -313,7 +313,7 @@ def test_sb3_atari_peer_trains_and_evaluates_on_the_pipeline_it_names(tmp_path, 
     kwargs = {"algo": "atari_ppo", "total_env_steps": 256, "seed": 0, "steady_from_env_steps": 128,
               "eval_episodes": 2, "overrides": {"n_steps": 16, "n_epochs": 1, "batch_size": 64}, "pipeline": pipeline}
     offline = {k: "http://127.0.0.1:9" for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
-    proc = subprocess.run([sys.executable, "-m", "rlsweep.bench.worker", "sb3", json.dumps(kwargs), str(out)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", "sb3", json.dumps(kwargs), str(out)],
                           cwd=ROOT, env={**os.environ, **offline, "NO_PROXY": "", "no_proxy": ""},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -328,7 +328,7 @@ def test_sb3_atari_peer_trains_and_evaluates_on_the_pipeline_it_names(tmp_path, 
 def test_atari_row_runs_sb3_both_ways_interleaved_and_labels_each(tmp_path, monkeypatch) -> None:
     """The Atari comparison's peer sides: SB3 on its own pipeline (the targets' side), then on
     rlsweep's wrappers, each with its rows; TorchRL, which has no Atari peer, is not run."""
-    from rlsweep.bench import core
+    from benchmarks import core
 
     fake = FakeProcesses()
     monkeypatch.setattr(core.subprocess, "run", fake)
@@ -356,7 +356,7 @@ def test_atari_row_runs_sb3_both_ways_interleaved_and_labels_each(tmp_path, monk
 
 @pytest.mark.parametrize("beside", [True, False], ids=["timed-beside-each-run", "timed-apart"])
 def test_the_collection_limit_pairs_only_what_was_timed_side_by_side(tmp_path, monkeypatch, beside) -> None:
-    from rlsweep.bench import core
+    from benchmarks import core
 
     runs = [{"collection_env_steps_per_s": c} for c in (500.0, 600.0, 700.0)]
     if beside:

@@ -3,7 +3,7 @@
 The slow test builds the wheel from a copy of the checkout (the build writes ``build/`` and
 ``*.egg-info`` next to the sources; the shared checkout stays as it is), installs it into a fresh
 virtual environment that sees this interpreter's packages (torch is not installed again) and runs
-``rlsweep-train``, ``rlsweep-report``, ``rlsweep-status``, ``rlsweep-bench`` and Hydra's shell
+``rlsweep-train``, ``rlsweep-report``, ``rlsweep-status`` and Hydra's shell
 completion from a folder outside the checkout, checking that the installed package, not the
 checkout's (this interpreter may have an editable install of it), is the one that runs.
 """
@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from rlsweep.records import read_result
 
-SCRIPTS = ("rlsweep-train", "rlsweep-report", "rlsweep-status", "rlsweep-bench")
+SCRIPTS = ("rlsweep-train", "rlsweep-report", "rlsweep-status")
 
 
 def _pyproject() -> dict:
@@ -98,7 +98,7 @@ def test_the_installed_package_is_the_one_that_runs(venv: Path, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_console_scripts_train_report_status_bench_from_another_folder(venv: Path, tmp_path: Path) -> None:
+def test_console_scripts_train_report_status_from_another_folder(venv: Path, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     train = _run(venv, tmp_path, "rlsweep-train", "experiment=smoke", "total_env_steps=512", "logger.mode=disabled",
                  "progress=false", "-m", "seed=0", f"hydra.sweep.dir={sweep}")
@@ -120,9 +120,8 @@ def test_console_scripts_train_report_status_bench_from_another_folder(venv: Pat
     status = _run(venv, tmp_path, "rlsweep-status", str(sweep), "--no-slurm")
     assert status.returncode == 0, status.stdout + status.stderr  # its one job is ok
     assert "ok" in status.stdout
-    for script in ("rlsweep-status", "rlsweep-bench"):
-        helped = _run(venv, tmp_path, script, "--help")
-        assert helped.returncode == 0 and "usage:" in helped.stdout, helped.stderr
+    helped = _run(venv, tmp_path, "rlsweep-status", "--help")
+    assert helped.returncode == 0 and "usage:" in helped.stdout, helped.stderr
 
 
 @pytest.mark.slow

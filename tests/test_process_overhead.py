@@ -20,7 +20,7 @@ from helpers import ROOT
 #: the launchers' and sweepers' libraries (the launching process uses them), the report's and the
 #: bench's stacks, the peers
 NOT_BEFORE_THE_FIRST_STEP = ("wandb", "submitit", "optuna", "pandas", "matplotlib", "scipy", "rlsweep.report",
-                             "rlsweep.bench", "stable_baselines3", "torchrl")
+                             "benchmarks", "stable_baselines3", "torchrl")
 #: torch's compiler stack (dynamo, inductor, sympy: about a second): loaded by torch itself once a
 #: job builds its optimizer, but never by merely importing rlsweep's entry points
 COMPILER = ("torch._dynamo", "torch._inductor", "sympy")

@@ -3,7 +3,6 @@
     rlsweep-train  ...                 # = python -m sweeps.train ...   (Hydra: -m, --help, -sc install=bash)
     rlsweep-report <sweep_dir> ...     # = python -m sweeps.report ...
     rlsweep-status <sweep_dir> ...     # = python -m sweeps.status ...
-    rlsweep-bench  ...                 # = python -m sweeps.bench ...   (needs the bench extra)
 
 Each returns the exit status (pip's console-script wrapper passes it to ``sys.exit``).
 """
@@ -40,9 +39,3 @@ def status() -> int:
 
     return main(sys.argv[1:])
 
-
-def bench() -> int:
-    """rlsweep against its peers (see :mod:`rlsweep.bench.cli`)."""
-    from rlsweep.bench.cli import main
-
-    return main(sys.argv[1:])

@@ -25,14 +25,14 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
                         "(minutes of their own)")
     p.add_argument("--claims", action="store_true", help="measure the claims table instead (see sweeps/claims.py)")
     args = p.parse_args(argv)
-    root = root or Path(__file__).resolve().parents[3]
+    root = root or Path(__file__).resolve().parents[1]
     if args.claims:
-        from rlsweep.bench import claims
+        from benchmarks import claims
 
         res = claims.run(quick=args.quick, repeats=args.repeats)
         text = claims.markdown(res)
     else:
-        from rlsweep.bench import core
+        from benchmarks import core
 
         # the arguments first: a wrong one is the same mistake whatever is installed
         algos = tuple(a for a in args.algos.split(",") if a)

@@ -1,4 +1,4 @@
-"""Child-process entry of the bench: ``python -m rlsweep.bench.worker KIND JSON_ARGS OUT_FILE``.
+"""Child-process entry of the bench: ``python -m benchmarks.worker KIND JSON_ARGS OUT_FILE``.
 
 Every measured run gets a fresh process (no shared compile caches, allocator or thread state).
 """
@@ -12,12 +12,12 @@ from pathlib import Path
 
 def main(argv: list[str]) -> None:
     kind, args, out = argv[0], json.loads(argv[1]), Path(argv[2])
-    from rlsweep.bench import peers
+    from benchmarks import peers
 
     if kind == "sb3":
         result = peers.run_sb3(**args)
     elif kind == "torchrl":
-        from rlsweep.bench.torchrl_peer import run_torchrl
+        from benchmarks.torchrl_peer import run_torchrl
 
         result = run_torchrl(**args)
     elif kind == "limit":

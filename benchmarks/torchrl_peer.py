@@ -1,6 +1,6 @@
 """TorchRL peers: PPO, DQN and SAC built from TorchRL's own components.
 
-The hyper-parameters are SB3's (:data:`rlsweep.bench.peers.SB3_SETTINGS`, with the same quick-mode
+The hyper-parameters are SB3's (:data:`benchmarks.peers.SB3_SETTINGS`, with the same quick-mode
 overrides), so TorchRL, SB3 and rlsweep train the same algorithm with the same numbers. Each job
 uses TorchRL's parts as its users would: a ``Collector`` over a ``GymEnv`` (for PPO's 8 envs,
 gymnasium's ``SyncVectorEnv`` in a ``GymWrapper``: envs stepped in turn, like SB3's
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.bench.peers import SB3_SETTINGS, SteadyClock, peer_record
+from benchmarks.peers import SB3_SETTINGS, SteadyClock, peer_record
 
 
 def run_torchrl(algo: str, total_env_steps: int, seed: int, steady_from_env_steps: int,

@@ -63,7 +63,7 @@ def bf16_matmul_speedup(size: int = 256, rounds: int = 6, calls: int = 10) -> fl
     """float32 time / bfloat16 time of a ``size``-cubed matmul on this CPU with one thread (interleaved)."""
     import torch
 
-    from rlsweep.bench.claims import interleaved_ab
+    from benchmarks.claims import interleaved_ab
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -148,7 +148,7 @@ COMPARISONS = (
 ALGOS = tuple(c.algo for c in COMPARISONS)
 @dataclass(frozen=True)
 class Peer:
-    """A peer library: its worker kind (rlsweep.bench.worker), import name and pip name."""
+    """A peer library: its worker kind (benchmarks.worker), import name and pip name."""
 
     key: str
     module: str
@@ -287,7 +287,7 @@ def run_worker(b: Bench, kind: str, **kwargs: Any) -> dict[str, Any]:
     """A peer (or the limit) in its own process; ``process_wall_s`` and the end-to-end rate timed from outside."""
     out = b.workdir / f"{kind}-{time.monotonic_ns()}.json"
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "rlsweep.bench.worker", kind, json.dumps(kwargs), str(out)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", kind, json.dumps(kwargs), str(out)],
                           cwd=b.root, env=b.env(), capture_output=True, text=True, timeout=3600)
     process_wall = time.perf_counter() - t0
     if proc.returncode != 0:
