@@ -6,7 +6,6 @@ report read and write records through here. No torch: status and the report stay
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import math
@@ -268,21 +267,12 @@ def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str
     return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
 
 
-@functools.cache
-def _override_parser() -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
 def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
     """Hydra's parse of command-line overrides (its own grammar).
 
     ``config_loader``: Hydra's, where one is running; without it a ``glob(...)`` sweep, which lists
     its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader).
     """
-    if config_loader is None:
-        return _override_parser().parse_overrides(list(overrides))
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create(config_loader=config_loader).parse_overrides(list(overrides))
