@@ -88,9 +88,5 @@ def release(folder: Path, remove: bool = False) -> None:
 
 def release_all() -> None:
     """Release every lock this process holds (the end of the process does the same)."""
-    while _HELD:
-        _, fd = _HELD.popitem()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+    for folder in list(_HELD):
+        release(Path(folder))

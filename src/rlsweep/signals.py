@@ -38,16 +38,11 @@ def under_submitit() -> bool:
     return bool(os.environ.get("SUBMITIT_EXECUTOR"))
 
 
-def under_local_submitit() -> bool:
-    """A job of submitit's local executor: a process of this machine started by the sweep's launcher."""
-    return os.environ.get("SUBMITIT_EXECUTOR") == "local"
-
-
 def stop_signals() -> list[int]:
     """The signals that ask this process's job to stop with a checkpoint."""
     if not under_submitit():
         return [signal.SIGINT, signal.SIGTERM]
-    if under_local_submitit():
+    if os.environ.get("SUBMITIT_EXECUTOR") == "local":  # a process of this machine, started by the sweep's launcher
         return [signal.SIGUSR2, signal.SIGINT, signal.SIGTERM]
     return [signal.SIGUSR2]
 
@@ -127,16 +122,9 @@ def stop_requested() -> int | None:
 
 @functools.cache  # once per process
 def skip_final_gc_at_exit() -> None:
-    """At interpreter exit, skip the last garbage collection over every object still alive.
-
-    That collection walks the whole heap that torch, its compiler stack and Hydra leave behind:
-    about 0.8 s of every job's process, after its result is written. ``gc.freeze`` at exit puts
-    what is alive out of the collector's reach, and the memory goes back with the process. The
-    other atexit callbacks (logging's flush, W&B's, multiprocessing's, weakref finalizers) still
-    run; only finalizers of unreachable reference cycles do not, which Python does not promise at
-    exit either and which rlsweep does not rely on (files, envs and runs are closed explicitly).
-    Registered for the exit only: an in-process caller's garbage is collected as usual until then.
-    """
+    """At interpreter exit, skip the last garbage collection over the whole heap torch and Hydra leave
+    (``gc.freeze``): the other atexit callbacks still run; only finalizers of unreachable cycles do
+    not, which Python does not promise at exit either and rlsweep does not rely on."""
     import atexit
     import gc
 

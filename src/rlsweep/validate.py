@@ -37,12 +37,8 @@ MAX_SEEDS_PER_JOB = 1024
 
 
 def seed_errors(seed: Any) -> list[str]:
-    """Why ``seed`` cannot be a job's seed (empty: it can).
-
-    The only check of :func:`validate` that reads the seed: a sweep's pre-flight validates the
-    jobs that differ only in ``seed`` once, and each one's seed with this alone
-    (:mod:`rlsweep.hydra_callbacks`). A check that reads ``cfg.seed`` belongs here.
-    """
+    """Why ``seed`` cannot be a job's seed (empty: it can). The only check of :func:`validate` that
+    reads the seed (a sweep's pre-flight checks a cell's further seeds with this alone): keep it so."""
     return in_range_errors("seed", seed, 0, 2**32 - 1)  # what np.random.seed takes
 
 
