@@ -128,10 +128,7 @@ def write_groups(sweep_dir: Path, nums: Sequence[int], groups: Mapping[int, list
 
 def read_group(sweep_dir: Path, num: int | None) -> list[dict[str, Any]] | None:
     """The members of the group job ``num`` of the sweep in ``sweep_dir`` trains (None: it trains alone)."""
-    path = sweep_dir / GROUPS_FILE
-    if num is None or not path.is_file():
-        return None
-    return (read_json(path) or {}).get(str(num))
+    return None if num is None else (read_json(sweep_dir / GROUPS_FILE) or {}).get(str(num))
 
 
 def checkpoint_head(header: Mapping[str, Any]) -> bytes:

@@ -1,14 +1,9 @@
 """Stop requests (preemption, timeout, Ctrl-C) turned into a checkpoint at an iteration boundary.
 
-Signal handlers only set a flag; the training loop checks it after every iteration, writes the
-checkpoint, and then either hands the signal to submitit (which requeues the job) or raises
-:class:`Interrupted`. Saving inside the handler itself could catch an iteration half done.
-
-- Under submitit (Slurm or local executor): SIGUSR2, submitit's timeout/preemption signal, is
-  chained to submitit's own handler after the checkpoint. Under Slurm, SIGTERM stays with submitit.
-- Elsewhere, and under submitit's local executor (whose launcher forwards a Ctrl-C or SIGTERM of
-  the sweep to every running job as SIGTERM): SIGINT and SIGTERM stop the job with a checkpoint
-  and an ``interrupted`` record; a second Ctrl-C stops at once.
+Signal handlers only set a flag (saving inside one could catch an iteration half done); the
+training loop checks it after every iteration, writes the checkpoint, then hands submitit's
+SIGUSR2 to submitit (which requeues the job) or raises :class:`Interrupted`. Outside Slurm, SIGINT
+and SIGTERM stop the job so too; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -99,14 +94,10 @@ def _remember(signum: int, frame: FrameType | None) -> None:
 
 
 def stop_before_training(stop_marker: Path) -> None:
-    """In a job process of submitit's local executor, before the job's own code runs.
-
-    From here on SIGINT and SIGTERM are remembered -- instead of submitit's default of ignoring
-    SIGTERM -- and the training loop, once it runs, stops at its first checkpoint; a job that has
-    not started to train yet does not start (:func:`stop_requested`). The handler only records the
-    signal: raising in it could interrupt an import or a cleanup half way. A job of a sweep whose
-    launcher was already stopped -- it writes ``stop_marker`` before it signals its jobs, so a
-    signal that came before this point is not lost -- counts as stopped by SIGTERM.
+    """In a job process of submitit's local executor, before the job's own code runs: from here on
+    SIGINT and SIGTERM are remembered (not ignored, as submitit would), so that the training loop
+    stops at its first checkpoint and a job not yet training does not start (:func:`stop_requested`).
+    A job of a sweep whose launcher wrote ``stop_marker`` before signalling counts as stopped by SIGTERM.
     """
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _remember)

@@ -1,9 +1,6 @@
-"""Pre-flight checks of a composed config: every error a user can make, named before any work.
-
-Hydra already rejects unknown groups, options and keys, and values of the wrong type (the
-schemas in :mod:`rlsweep.config`). This module checks what types cannot: ranges, choices set
-through a key (``compile.mode=...``), gymnasium ids, algorithm/env compatibility, the device and
-W&B credentials. :func:`validate` returns every problem at once.
+"""Pre-flight checks of a composed config: what its types (:mod:`rlsweep.config`) cannot check --
+ranges, choices set through a key, gymnasium ids, algorithm/env compatibility, the device, W&B
+credentials -- named before any work, every problem at once (:func:`validate`).
 """
 
 from __future__ import annotations
