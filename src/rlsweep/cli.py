@@ -161,14 +161,9 @@ def _override(key: str, path: str) -> str:
 
 @contextlib.contextmanager
 def finish_sweep() -> Iterator[None]:
-    """After a multirun -- also one whose jobs failed -- write the comparison report, and when its
-    jobs logged to W&B offline, print the one line that uploads them (:func:`offline_sync_command`).
-
-    Hydra skips ``on_multirun_end`` when a job failed, so the report runs here, around the whole
-    Hydra main, from the sweep folder the callback recorded at ``on_multirun_start``. A launcher
-    gives up at the first job it finds dead while the others may still be running (submitit_local
-    jobs are processes of their own): the report waits for those, and marks the jobs whose process
-    was killed before it could write a result.
+    """After a multirun -- also one whose jobs failed, where Hydra skips ``on_multirun_end`` -- wait for
+    its jobs still running here, mark the killed ones, write the comparison report, and print the line
+    that uploads its offline W&B runs (:func:`offline_sync_command`).
     """
     from rlsweep.hydra_callbacks import SESSION
 
@@ -216,11 +211,8 @@ def _offline_runs(base: Path, run_id: str) -> list[Path]:
 
 def offline_sync_command(sweep: Path) -> str | None:
     """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with
-    ``wandb sync``, then saves the sweep's workspace with :mod:`rlsweep.report.workspace`; None when
-    no job logged offline.
-
-    The runs are named by one glob over the sweep folder where that names exactly them (jobs that
-    logged into their own folders), else one by one (``logger.dir`` shared with other sweeps).
+    ``wandb sync`` -- one glob where that names exactly them, else one by one -- then saves the sweep's
+    workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline.
     """
     from rlsweep.report.workspace import WORKSPACE_FILE
     from rlsweep.tracking import stable_run_id

@@ -1,13 +1,7 @@
-"""One writer per output folder: the command that launches a sweep (or a single run) holds a lock
-on its folder until it ends.
-
-The lock is ``flock`` on ``<folder>/.rlsweep.lock``, taken by the launching process before any job
-starts and held for its whole life (jobs, waiting for them, the report). The kernel releases it
-when the process ends in any way, SIGKILL included, so a dead command never leaves a stale lock;
-job processes (submitit_local) do not inherit it. The file itself stays and names its last holder.
-
-flock works between processes of one machine and on most local file systems; on some network
-file systems (older NFS) it may not exclude writers on other machines.
+"""One writer per output folder: the command that launches a sweep (or a single run) holds ``flock``
+on ``<folder>/.rlsweep.lock`` until it ends, which the kernel releases however it ends (no stale
+lock); job processes do not inherit it, and the file names its last holder. On some network file
+systems (older NFS) flock may not exclude writers on other machines.
 """
 
 from __future__ import annotations
@@ -88,9 +82,5 @@ def release(folder: Path, remove: bool = False) -> None:
 
 def release_all() -> None:
     """Release every lock this process holds (the end of the process does the same)."""
-    while _HELD:
-        _, fd = _HELD.popitem()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+    for folder in list(_HELD):
+        release(Path(folder))

@@ -1,15 +1,8 @@
 """The parts of ``python -m sweeps.train --help`` that depend on what is installed and configured.
 
-The page is Hydra's app help with rlsweep's template (``conf/hydra/help/rlsweep.yaml``). Hydra's
-own list of config groups would show the internal ``schema/*`` groups and no toggle; the template
-asks this module instead, through the OmegaConf resolver ``rlsweep.help``:
-
-- ``${rlsweep.help:groups}``: the config groups a user chooses from (also those of a
-  ``--config-dir``), with their options, and the launchers;
-- ``${rlsweep.help:toggles}``: every toggle of :data:`rlsweep.toggles.TOGGLES`, its key and values;
-- ``${rlsweep.help:docs}``: where the documentation is.
-
-Hydra renders the resolved template with :class:`string.Template`, so no ``$`` may appear in the text.
+Hydra's app help template (``conf/hydra/help/rlsweep.yaml``) asks for them with the resolver
+``${rlsweep.help:groups}``, ``toggles`` or ``docs``: Hydra's own list of groups would show the
+internal ``schema/*`` groups and no toggle.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Hydra callback: check every job's config, and where it will write, before the first job starts.
 
-``on_run_start`` / ``on_multirun_start`` run in the launching process before Hydra creates any
-output folder. For a multirun with the basic sweeper, the sweep is expanded exactly as the
-sweeper will expand it and every job's config is checked, so a bad value in the 8th job of a
-sweep fails before the 1st one runs. Jobs whose overrides differ only in ``seed=`` (a cell's
-repeats) share one composition and validation: the rest of a cell's jobs get their seed set on
-that config as Hydra sets it, and only the seed checked (see :func:`_check_jobs`); a sweep of
-1,000 seeds composes once, not 1,000 times at ~0.15 s each. Then the output folder: it must be
-creatable and writable, and it must not hold finished jobs unless ``resume=true`` says to keep
-them (and then each finished job must be the one this sweep would run in that folder).
-
-Every problem ends the run with one message and exit status 2; ``RLSWEEP_DEBUG=1`` prints the
-traceback too (and sets Hydra's ``HYDRA_FULL_ERROR=1`` for Hydra's own errors).
+In the launching process, before Hydra creates any output folder: every job of the sweep, as the
+basic sweeper will expand it (a cell's seeds composed once: :func:`_check_jobs`), then the output
+folder: creatable, writable, and holding no finished job unless ``resume=true`` keeps it. Every
+problem ends the run with one message and exit status 2 (``RLSWEEP_DEBUG=1``: the traceback too).
 """
 
 from __future__ import annotations
@@ -52,13 +44,8 @@ from rlsweep.validate import ConfigError, seed_errors, validate
 
 @dataclasses.dataclass
 class SweepSession:
-    """What the launching process learns about its command while Hydra runs it.
-
-    :class:`RLSweepCallback` sets ``run_dir`` (``on_run_start``) or ``sweep_dir``, ``launcher`` and
-    ``checked_jobs`` (``on_multirun_start``); rlsweep's launchers read ``checked_jobs`` and fill
-    ``submitted``; :mod:`rlsweep.cli` resets the session for each command and reads it around the
-    Hydra main (messages, waiting for the jobs, the report).
-    """
+    """What the launching process learns about its command while Hydra runs it: set by
+    :class:`RLSweepCallback` and rlsweep's launchers, read by :mod:`rlsweep.cli` around the Hydra main."""
 
     run_dir: str | None = None  # the single run's folder (for messages)
     sweep_dir: str | None = None  # where the sweep writes, once its checks passed (for the report)
@@ -109,13 +96,9 @@ def command_accepted() -> bool:
 
 @contextlib.contextmanager
 def hydra_errors_as_bad_input() -> Iterator[None]:
-    """Around the Hydra main: Hydra's own errors of the command line end as rlsweep's checks do.
-
-    Hydra composes the command's config (``dtype=bf16``, ``seed=abc``, ``algo.lrr=0.001``) before
-    the callback runs, and reports a failure itself in ``hydra._internal.utils.run_and_report``:
-    its own text, exit status 1. For the command, that function stops an error raised before the
-    callback accepted the command with :func:`_fail` (one message, exit status 2, a traceback with
-    ``RLSWEEP_DEBUG=1``); an error after it, a job's, Hydra reports as before.
+    """Around the Hydra main: an error of the command line that Hydra's ``run_and_report`` would
+    report itself (exit status 1), raised before the callback accepted the command (``dtype=bf16``,
+    ``algo.lrr=0.001``), ends as rlsweep's checks do (:func:`_fail`); a job's, Hydra reports as before.
     """
     from hydra._internal import utils
 
@@ -140,13 +123,8 @@ def hydra_errors_as_bad_input() -> Iterator[None]:
 
 
 def _unknown_key_line(exc: BaseException) -> str | None:
-    """A key that its config node does not have (``twin_module=true``, ``+algo.lrr=0.001``), said with
-    the closest keys it has; None for any other error.
-
-    Hydra's own text advises ``+key=value``, which cannot fix a typo: every node of rlsweep's config
-    has a schema. Only a plugin's hyper-parameter that its schema has and its YAML file does not list
-    is added with ``+``, and then that is what the line says.
-    """
+    """A key that its config node does not have (``twin_module=true``), said with the closest keys it
+    has (Hydra's advice of ``+key=value`` cannot fix a typo); None for any other error."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     from rlsweep.config import algo_owner, unknown_key_message
@@ -260,12 +238,8 @@ SLURM_SIGNAL_SLOP_S = 60
 
 
 def _launcher_errors(config: DictConfig) -> list[str]:
-    """A Slurm time limit too short for its timeout signal: the job would be told it timed out at once.
-
-    Submitit asks Slurm for USR2 ``signal_delay_s`` before ``timeout_min``; Slurm may send it up to
-    a minute earlier than that, and a job receiving it checkpoints and requeues instead of training.
-    Also a limit on local jobs at once (``hydra.launcher.max_parallel``) below 1.
-    """
+    """A limit on local jobs at once below 1; a Slurm time limit too short for submitit's time-out
+    signal (``signal_delay_s`` before it, or up to a minute earlier): the job would requeue at once."""
     parallel_error = max_parallel_error(OmegaConf.select(config, "hydra.launcher.max_parallel", default=None))
     if parallel_error:
         return [parallel_error]
@@ -334,8 +308,7 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
                "the same run; for a different one choose another hydra.run.dir")], title=FOLDER)
 
 
-def _check_finished_sweep(config: DictConfig, jobs: list[_Job], resume: bool) -> None:
-    sweep = Path(str(config.hydra.sweep.dir))
+def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], resume: bool) -> None:
     if not sweep.is_dir():
         return
     records = walk_records(sweep)
@@ -364,12 +337,9 @@ def _check_finished_sweep(config: DictConfig, jobs: list[_Job], resume: bool) ->
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """Take the folder's lock (see :mod:`rlsweep.folder_lock`), then run the checks of what it holds.
-
-    Locked first: a command that ends between the checks and the lock could otherwise leave
-    finished jobs that this one, checked before they finished, would overwrite. A command refused
-    by those checks leaves the folder as it found it.
-    """
+    """Take the folder's lock (:mod:`rlsweep.folder_lock`), then run the checks of what it holds
+    (locked first: no command can finish jobs there in between); a refused command leaves the folder
+    as it found it."""
     from rlsweep import folder_lock
 
     existed = folder.is_dir()
@@ -389,27 +359,33 @@ def _locked(folder: Path) -> Iterator[None]:
         raise
 
 
-def _resume_requested(config: DictConfig) -> bool:
-    return bool(OmegaConf.select(config, RESUME_KEY, default=False))
+def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> tuple[Path, bool]:
+    """The output folder ``key`` names, when usable, and whether ``resume=true`` (then ``key`` must be given)."""
+    problem = _output_dir_problem(str(OmegaConf.select(config, key)))
+    if problem:
+        _fail([f"{problem}; set {key}=<a writable folder>"], title=FOLDER)
+    resume = bool(OmegaConf.select(config, RESUME_KEY, default=False))
+    if resume and not _given(config, key):
+        _fail([f"resume=true needs the folder of the {what} to resume: add {key}=<that folder>{hint}"])
+    return Path(str(OmegaConf.select(config, key))), resume
 
 
 class RLSweepCallback(Callback):
-    """Hydra turns an exception of a callback into a warning and goes on to create the output
-    folder and run the jobs, which fail on the same error again: every check here ends with
-    ``_fail`` (SystemExit, which Hydra lets through), also for an error nobody foresaw."""
+    """The pre-flight checks. Every one ends with ``_fail`` (SystemExit, which Hydra lets through), also
+    for an error nobody foresaw: Hydra would turn an exception into a warning and run the jobs."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             self._check_run(config)
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
-            _fail(_error_lines(exc), cause=exc)
+            refuse(exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         SESSION.checked_jobs.clear()
         try:
             SESSION.checked_jobs.update(self._check_sweep(config))
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
-            _fail(_error_lines(exc), cause=exc)
+            refuse(exc)
         # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
         SESSION.sweep_dir = str(config.hydra.sweep.dir)
         SESSION.launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]
@@ -417,14 +393,8 @@ class RLSweepCallback(Callback):
     @staticmethod
     def _check_run(config: DictConfig) -> None:
         _check(config, check_device=True)
-        out = Path(str(config.hydra.run.dir))
-        SESSION.run_dir = str(out)
-        problem = _output_dir_problem(str(out))
-        if problem:
-            _fail([f"{problem}; set hydra.run.dir=<a writable folder>"], title=FOLDER)
-        resume = _resume_requested(config)
-        if resume and not _given(config, "hydra.run.dir"):
-            _fail(["resume=true needs the folder of the run to resume: add hydra.run.dir=<that folder>"])
+        SESSION.run_dir = str(Path(str(config.hydra.run.dir)))
+        out, resume = _output_folder(config, "hydra.run.dir", "run")
         with _locked(out):
             _check_finished_run(config, out, resume)
 
@@ -435,15 +405,9 @@ class RLSweepCallback(Callback):
         if launcher_errors:
             _fail(launcher_errors)
         jobs = _check_jobs(config, _expand_sweep(config), check_device=not _runs_elsewhere(config))
-        problem = _output_dir_problem(str(config.hydra.sweep.dir))
-        if problem:
-            _fail([f"{problem}; set hydra.sweep.dir=<a writable folder>"], title=FOLDER)
-        resume = _resume_requested(config)
-        if resume and not _given(config, "hydra.sweep.dir"):
-            _fail([("resume=true needs the folder of the sweep to resume: add hydra.sweep.dir=<that folder> "
-                   "(the sweep's first run printed it)")])
-        with _locked(Path(str(config.hydra.sweep.dir))):
-            _check_finished_sweep(config, jobs, resume)
+        sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
+        with _locked(sweep):
+            _check_finished_sweep(config, sweep, jobs, resume)
         _move_resume_to_hydra_overrides(config)
         # the sweeper expands the task overrides without resume=..., moved above
         return [tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs]
@@ -454,9 +418,7 @@ class _Cell:
     """Jobs whose overrides differ only in ``seed=``: composed and validated once, for the first of them."""
 
     cfg: DictConfig  # the first job's config, checked
-    #: no value of the job's config refers to the seed (``${seed}``): the other jobs' configs are
-    #: this one with another seed, and :func:`~rlsweep.validate.validate` reads the seed only in
-    #: :func:`~rlsweep.validate.seed_errors`
+    #: no value of the config refers to the seed: the other jobs' configs are this one with their seed
     seed_only: bool
     scratch: DictConfig | None = None  # a copy of ``cfg`` on which each further job's seed is set in turn
     job_config: dict[str, Any] | None = None  # _job_config(cfg), made when a resumed sweep needs it
@@ -482,12 +444,9 @@ class _Job:
 def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: bool) -> list[_Job]:
     """Check every job of the sweep; the first bad one ends the command with its message.
 
-    The first job of each cell (its overrides without ``seed=...``) is composed by Hydra and
-    validated in full, as a job on its own. A further job of the cell gets its ``seed=`` applied
-    to a copy of that config as Hydra applies a value override; when the result is a valid seed,
-    the job's config is the cell's with that seed, so nothing else needs checking. In any doubt --
-    a config that refers to the seed, an unusual seed override (``+seed``, twice), a seed that
-    does not fit -- the job is composed and validated on its own, which also gives its message.
+    The first job of each cell is composed and validated in full; a further one gets its ``seed=``
+    set on that config as Hydra sets it, and only the seed checked (:func:`_seed_in`). In any doubt
+    the job is composed and validated on its own, which also gives its message.
     """
     cells: dict[tuple[str, ...], _Cell] = {}
     jobs = []
@@ -580,14 +539,9 @@ def _refers_to(cfg: DictConfig, key: str) -> bool:
 
 
 def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
-    """Keep ``resume=...`` out of the sweep's arguments; every job still gets it.
-
-    The sweeper expands ``hydra.overrides.task`` into jobs and saves it in multirun.yaml, which
-    the report expands again to find the jobs it expects. ``resume`` is a switch of this
-    invocation, not a dimension of the sweep: a resumed sweep must expand to the same jobs as its
-    first run. Each job is composed from ``hydra.overrides.hydra`` + its own overrides, so moving
-    the switch there still sets it in every job.
-    """
+    """Move ``resume=...`` from the sweep's arguments (saved in multirun.yaml, which the report expands)
+    to ``hydra.overrides.hydra``, which every job is composed with: a resumed sweep expands to the
+    same jobs as its first run."""
     task = [str(o) for o in config.hydra.overrides.task]
     switch = [o for o in task if override_key(o) == RESUME_KEY]
     if not switch:

@@ -1,13 +1,8 @@
 """The Hydra task: one job = validate, train, write ``result.json`` atomically, report to W&B.
 
-Whatever happens inside training, the job's folder gets a result record (``ok``, ``failed`` with
-the traceback, or ``interrupted``) and the W&B run is finished (as failed when the job failed).
-Exceptions are re-raised afterwards so the launcher, and the sweep's exit code, see the failure.
-A record with status ``running`` is written when the job starts: if the process is killed
-outright (SIGKILL, out of memory), that record is what remains, and says so.
-
-A folder that already holds this job's finished (``ok``) record is never trained again: with
-``resume=true`` the job returns that record untouched, without it the job refuses to start.
+The job's folder gets a ``running`` record as it starts (what remains of a killed process), then,
+whatever happens, its final one; exceptions are re-raised after it, for the launcher to see.
+A finished (``ok``) record is never trained again: ``resume=true`` keeps it, else the job refuses.
 """
 
 from __future__ import annotations
@@ -115,15 +110,6 @@ def job_info() -> dict[str, Any]:
     }
 
 
-def run_name(cfg: TrainConfig) -> str:
-    """A short name from the algorithm, env, the toggles that are on, and the seed."""
-    return "-".join([cfg.algo.name, cfg.env.id, *toggles.run_name_fragments(cfg), f"s{cfg.seed}"])
-
-
-def toggle_tags(cfg: TrainConfig) -> list[str]:
-    return [cfg.algo.name, cfg.env.id, *toggles.tags(cfg), *cfg.logger.tags]
-
-
 @dataclasses.dataclass
 class _Seat:
     """One seed a job trains: its config, where its record goes, its record and W&B run as they are made."""
@@ -156,11 +142,8 @@ def _seats(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) ->
 
 
 def train_job(cfg: DictConfig) -> dict[str, Any]:
-    """Run one job under Hydra -- with ``seeds_per_job``, the seeds of its group -- and return its result record.
-
-    Each seed trained writes its own record in its own job folder, as the job of that seed alone
-    would; the group's checkpoint is in this job's folder.
-    """
+    """Run one job under Hydra -- with ``seeds_per_job``, the seeds of its group, each writing its own
+    record in its own job folder -- and return its result record."""
     skip_final_gc_at_exit()  # also in a launcher's job process (submitit), which does not start in train_entry
     stopped = stop_requested()  # the sweep was stopped while this job's process started: do not start
     if stopped is not None:
@@ -251,11 +234,8 @@ def _train(todo: list[_Seat], ckpt: Path) -> None:
 
 
 def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: float, secrets: list[str]) -> None:
-    """Complete and write every trained seed's record, however the job ended.
-
-    A seed trained beside others is charged its share of the process's time (its record's
-    throughput is the process's): so a cell's seeds cost what they cost, grouped or not.
-    """
+    """Complete and write every trained seed's record, however the job ended; a seed trained beside
+    others is charged its share of the process's time, so a cell's seeds cost the same grouped or not."""
     for seat in todo:
         _finish(seat.record, seat.cfg, seat.resumed, seat.tracker, failed or seat.record["status"] != "ok",
                 wall_s=wall_s / len(todo))
@@ -315,10 +295,10 @@ def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], 
     return Tracker(
         tcfg.logger,
         out_dir,
-        name=run_name(tcfg),
+        name="-".join([tcfg.algo.name, tcfg.env.id, *toggles.run_name_fragments(tcfg), f"s{tcfg.seed}"]),
         group=run_group(tcfg.logger.group, info["sweep_dir"], out_dir),
         job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
-        tags=toggle_tags(tcfg),
+        tags=[tcfg.algo.name, tcfg.env.id, *toggles.tags(tcfg), *tcfg.logger.tags],
         # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
         config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
                      **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
@@ -326,7 +306,6 @@ def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], 
         run_id=stable_run_id(out_dir),
         concurrent=concurrent,
     )
-
 
 
 def _finish(record: dict[str, Any], tcfg: TrainConfig, resumed: Any, tracker: Tracker | None, failed: bool,
@@ -349,12 +328,8 @@ def _finish(record: dict[str, Any], tcfg: TrainConfig, resumed: Any, tracker: Tr
 
 
 def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:
-    """The state a job was measured in, which a fair comparison holds equal across its jobs.
-
-    ``process``: ``fresh`` (the first training run of its process) or ``warm``; ``prepared``: its
-    cell's one-off costs were paid before it (see :mod:`rlsweep.prepare`); ``compile_cache``: what
-    the compile cache served it (``warm``, ``cold``, ``partial``; None when nothing compiled).
-    """
+    """The state a job was measured in, which a fair comparison holds equal across its jobs: the
+    runner's ``process`` (fresh/warm), ``prepared`` (:mod:`rlsweep.prepare`) and ``compile_cache``."""
     cache = (outcome.compile or {}).get("cache") or {}
     entry = prepare.cell_entry(prepare.read_prepare(info.get("sweep_dir")), info.get("overrides") or [])
     return {**outcome.measurement, "prepared": prepare.was_prepared(entry), "compile_cache": cache.get("state")}

@@ -1,14 +1,9 @@
-"""How rlsweep's local launchers schedule a sweep: how many jobs at once, and in which order.
+"""How rlsweep's launchers schedule a sweep: how many jobs at once, in which order, in which groups.
 
-Jobs that share a machine's cores distort each other's timings (docs/results/bench_choices.md has a
-sweep whose speed-up read several times higher with its jobs run at once). So local jobs run at
-most ``CPUs // threads per job`` at once. And drift of a shared machine (other users,
-thermal state, caches warming) should spread over every cell of a sweep rather than land on the
-cells that happen to run last, so jobs start seed-major: every cell's first seed, then every
-cell's second seed, ...
-
-Plain functions, no torch: the launcher plugin (``hydra_plugins.rlsweep_launcher``) calls them in
-the launching process.
+Jobs sharing a machine's cores distort each other's timings (docs/results/bench_choices.md), so
+local jobs run at most ``CPUs // threads per job`` at once; a shared machine's drift should spread
+over every cell, so jobs start seed-major. No torch: the launcher plugin calls these in the
+launching process.
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
-"""A sweep's preparation: every cell's one-off costs paid, and measured, before the first timed job.
+"""A sweep's preparation: every cell's one-off costs paid, and measured, before the first timed job
+(docs/guide/measuring.md), so that a sweep does not measure the order of its jobs.
 
-Without it a sweep measures the order of its jobs: the first job of a process pays the process's
-warm-up (imports, lazy initialisation, W&B's helper), the first compiled job of a cell pays the
-cold compile and every later one reads what it left in the compile cache. So before the timed
-jobs, for each cell (the jobs that differ only in ``seed``):
+* **cold run** (compiled cells): a fresh process trains the cell until warm on an *empty* private
+  compile cache -- the cell's cold compile -- and what it built is merged into ``compile.cache_dir``.
+* **warm pass** (the basic launcher only): the launching process, where the timed jobs will run,
+  trains each cell until warm once.
 
-* **cold run** (compiled cells): a fresh process trains the cell's first job with an *empty*
-  private compile cache until it is warm (:func:`rlsweep.runner.train` with ``until_warm``). Its
-  compile time is the cell's cold compile -- what the first run on a new machine pays -- measured
-  the same way whatever the cell order; what it built is then merged into the job's
-  ``compile.cache_dir``, so every timed job of the sweep starts with the same, warm cache.
-* **warm pass** (the basic launcher only, every cell): the launching process itself, where the
-  timed jobs will run, trains each cell until warm once, so every timed job starts in a process
-  that has already run its cell. Jobs of the other launchers are fresh processes, equal already.
-
-Nothing of the preparation is timed into a job. What it measured is written to ``prepare.json``
-in the sweep folder (this module is its one reader and writer), and each job's record says
-whether its cell was prepared; the report shows each cell's cold compile beside its warm one.
-``prepare=false`` skips all of it (the report then flags comparisons whose states differ).
+What it measured goes to the sweep's ``prepare.json`` (this module is its one reader and writer).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -34,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlsweep.records import override_key, read_json, write_json_atomic
 from rlsweep.results import utc_now
 
 if TYPE_CHECKING:
@@ -52,13 +41,10 @@ PREPARE_KEY = "prepare"
 _NOT_CELL_KEYS = ("seed", "resume", PREPARE_KEY)
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def cell_key(overrides: Sequence[str]) -> tuple[str, ...]:
     """A job's cell: its overrides without the seed, invocation switches and ``hydra.*`` settings."""
-    return tuple(o for o in overrides if _key(o) not in _NOT_CELL_KEYS and not _key(o).startswith("hydra."))
+    keys = [override_key(o) for o in overrides]
+    return tuple(o for o, k in zip(overrides, keys) if k not in _NOT_CELL_KEYS and not k.startswith("hydra."))
 
 
 def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -107,12 +93,8 @@ def run_until_warm(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def cold_run(cfg: TrainConfig) -> dict[str, Any]:
-    """In a fresh process: run ``cfg`` until warm on an empty compile cache, then share what it built.
-
-    The empty cache is a private folder beside the job's cache (same file system); the CPU
-    vector-ISA verdict, a property of the machine rather than of the cell, is copied in first.
-    Afterwards every file it built is merged into the job's cache (:func:`merge_cache`).
-    """
+    """In a fresh process: run ``cfg`` until warm on an empty compile cache beside the job's (with the
+    machine's CPU vector-ISA verdict copied in), then merge what it built into the job's cache."""
     from rlsweep.toggles.compile import VEC_ISA_DIR, compile_cache_dir
 
     shared = Path(compile_cache_dir(cfg.compile.cache_dir))
@@ -131,12 +113,8 @@ def cold_run(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def merge_cache(source: Path, target: Path) -> int:
-    """Copy every file of compile cache ``source`` missing from ``target``; returns how many.
-
-    Inductor's cache is content-addressed (a file's path is the hash of what it holds), so a file
-    already there is the same file. Each copy lands under a temporary name and is renamed into
-    place: a job reading the cache meanwhile sees a whole file or none. Lock files stay behind.
-    """
+    """Copy every file of compile cache ``source`` missing from ``target`` (content-addressed: a file
+    there is the same file), each renamed into place; returns how many. Lock files stay behind."""
     copied = 0
     for dirpath, dirnames, filenames in os.walk(source):
         dirnames[:] = [d for d in dirnames if d != "locks"]
@@ -156,12 +134,8 @@ def merge_cache(source: Path, target: Path) -> int:
 
 
 def warm_wandb(cfg: TrainConfig) -> None:
-    """Start W&B's helper process with an offline run in a scratch folder, then delete it.
-
-    The first ``wandb.init`` of a process costs ~1.5 s more than later ones; the jobs of the
-    basic launcher share the process, so the first of them would carry it. Offline whatever the
-    job's mode: nothing reaches the user's project.
-    """
+    """Start W&B's helper process with an offline run in a scratch folder, then delete it: the first
+    ``wandb.init`` of a process costs more than later ones, which the basic launcher's first job would carry."""
     from rlsweep.tracking import resolved_logger
 
     if resolved_logger(cfg.logger).mode == "disabled":
@@ -280,19 +254,12 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
 
 
 def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
-    from rlsweep.records import write_json_atomic
-
     write_json_atomic(Path(sweep_dir) / PREPARE_FILE, record)
 
 
 def read_prepare(sweep_dir: Path | str | None) -> dict[str, Any] | None:
     """The sweep's ``prepare.json``; None when it has none (not prepared, or not a sweep)."""
-    if not sweep_dir:
-        return None
-    try:
-        record = json.loads((Path(sweep_dir) / PREPARE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    record = read_json(Path(sweep_dir) / PREPARE_FILE) if sweep_dir else None
     return record if isinstance(record, dict) else None
 
 

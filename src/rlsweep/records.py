@@ -6,7 +6,6 @@ report read and write records through here. No torch: status and the report stay
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import math
@@ -129,10 +128,7 @@ def write_groups(sweep_dir: Path, nums: Sequence[int], groups: Mapping[int, list
 
 def read_group(sweep_dir: Path, num: int | None) -> list[dict[str, Any]] | None:
     """The members of the group job ``num`` of the sweep in ``sweep_dir`` trains (None: it trains alone)."""
-    path = sweep_dir / GROUPS_FILE
-    if num is None or not path.is_file():
-        return None
-    return (read_json(path) or {}).get(str(num))
+    return None if num is None else (read_json(sweep_dir / GROUPS_FILE) or {}).get(str(num))
 
 
 def checkpoint_head(header: Mapping[str, Any]) -> bytes:
@@ -268,21 +264,12 @@ def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str
     return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
 
 
-@functools.cache
-def _override_parser() -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
 def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
     """Hydra's parse of command-line overrides (its own grammar).
 
     ``config_loader``: Hydra's, where one is running; without it a ``glob(...)`` sweep, which lists
     its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader).
     """
-    if config_loader is None:
-        return _override_parser().parse_overrides(list(overrides))
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create(config_loader=config_loader).parse_overrides(list(overrides))

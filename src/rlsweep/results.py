@@ -85,11 +85,8 @@ VERSIONED = ("rlsweep", "torch", "gymnasium", "numpy", "hydra-core", "wandb", "s
 
 
 def _inside_work_tree(path: Path, top: str) -> bool:
-    """Whether git would place ``path`` in the work tree ``top``: under it, with no nearer ``.git``.
-
-    Spares the two git processes of asking (every job starts through here). With GIT_DIR or
-    GIT_WORK_TREE set, git does not search upwards like this, so the answer is no: ask git.
-    """
+    """Whether git would place ``path`` in the work tree ``top`` (under it, no nearer ``.git``), without
+    the two git processes of asking; with GIT_DIR or GIT_WORK_TREE set: no, ask git."""
     if "GIT_DIR" in os.environ or "GIT_WORK_TREE" in os.environ:
         return False
     folder = path if path.is_dir() else path.parent

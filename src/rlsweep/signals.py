@@ -1,14 +1,9 @@
 """Stop requests (preemption, timeout, Ctrl-C) turned into a checkpoint at an iteration boundary.
 
-Signal handlers only set a flag; the training loop checks it after every iteration, writes the
-checkpoint, and then either hands the signal to submitit (which requeues the job) or raises
-:class:`Interrupted`. Saving inside the handler itself could catch an iteration half done.
-
-- Under submitit (Slurm or local executor): SIGUSR2, submitit's timeout/preemption signal, is
-  chained to submitit's own handler after the checkpoint. Under Slurm, SIGTERM stays with submitit.
-- Elsewhere, and under submitit's local executor (whose launcher forwards a Ctrl-C or SIGTERM of
-  the sweep to every running job as SIGTERM): SIGINT and SIGTERM stop the job with a checkpoint
-  and an ``interrupted`` record; a second Ctrl-C stops at once.
+Signal handlers only set a flag (saving inside one could catch an iteration half done); the
+training loop checks it after every iteration, writes the checkpoint, then hands submitit's
+SIGUSR2 to submitit (which requeues the job) or raises :class:`Interrupted`. Outside Slurm, SIGINT
+and SIGTERM stop the job so too; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -38,16 +33,11 @@ def under_submitit() -> bool:
     return bool(os.environ.get("SUBMITIT_EXECUTOR"))
 
 
-def under_local_submitit() -> bool:
-    """A job of submitit's local executor: a process of this machine started by the sweep's launcher."""
-    return os.environ.get("SUBMITIT_EXECUTOR") == "local"
-
-
 def stop_signals() -> list[int]:
     """The signals that ask this process's job to stop with a checkpoint."""
     if not under_submitit():
         return [signal.SIGINT, signal.SIGTERM]
-    if under_local_submitit():
+    if os.environ.get("SUBMITIT_EXECUTOR") == "local":  # a process of this machine, started by the sweep's launcher
         return [signal.SIGUSR2, signal.SIGINT, signal.SIGTERM]
     return [signal.SIGUSR2]
 
@@ -104,14 +94,10 @@ def _remember(signum: int, frame: FrameType | None) -> None:
 
 
 def stop_before_training(stop_marker: Path) -> None:
-    """In a job process of submitit's local executor, before the job's own code runs.
-
-    From here on SIGINT and SIGTERM are remembered -- instead of submitit's default of ignoring
-    SIGTERM -- and the training loop, once it runs, stops at its first checkpoint; a job that has
-    not started to train yet does not start (:func:`stop_requested`). The handler only records the
-    signal: raising in it could interrupt an import or a cleanup half way. A job of a sweep whose
-    launcher was already stopped -- it writes ``stop_marker`` before it signals its jobs, so a
-    signal that came before this point is not lost -- counts as stopped by SIGTERM.
+    """In a job process of submitit's local executor, before the job's own code runs: from here on
+    SIGINT and SIGTERM are remembered (not ignored, as submitit would), so that the training loop
+    stops at its first checkpoint and a job not yet training does not start (:func:`stop_requested`).
+    A job of a sweep whose launcher wrote ``stop_marker`` before signalling counts as stopped by SIGTERM.
     """
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _remember)
@@ -127,16 +113,9 @@ def stop_requested() -> int | None:
 
 @functools.cache  # once per process
 def skip_final_gc_at_exit() -> None:
-    """At interpreter exit, skip the last garbage collection over every object still alive.
-
-    That collection walks the whole heap that torch, its compiler stack and Hydra leave behind:
-    about 0.8 s of every job's process, after its result is written. ``gc.freeze`` at exit puts
-    what is alive out of the collector's reach, and the memory goes back with the process. The
-    other atexit callbacks (logging's flush, W&B's, multiprocessing's, weakref finalizers) still
-    run; only finalizers of unreachable reference cycles do not, which Python does not promise at
-    exit either and which rlsweep does not rely on (files, envs and runs are closed explicitly).
-    Registered for the exit only: an in-process caller's garbage is collected as usual until then.
-    """
+    """At interpreter exit, skip the last garbage collection over the whole heap torch and Hydra leave
+    (``gc.freeze``): the other atexit callbacks still run; only finalizers of unreachable cycles do
+    not, which Python does not promise at exit either and rlsweep does not rely on."""
     import atexit
     import gc
 

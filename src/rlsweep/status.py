@@ -1,25 +1,16 @@
 """``python -m sweeps.status <sweep_dir>``: where every job of a sweep stands, while it runs or after.
 
-The jobs a sweep will run are known before any of them starts, from one of:
-
-- ``rlsweep_jobs.json``, written by rlsweep's Slurm launcher when it submits (see
-  :func:`write_manifest`): each job's number, overrides and Slurm job id (``<array>_<index>``);
-- else ``multirun.yaml`` (Hydra writes it before launching), expanded as Hydra's basic sweeper does.
-
-Each job's state then comes from its result record (``result.json``: ``running`` with the env steps
-of its last checkpoint, ``ok``, ``failed``, ``interrupted``) and, for a Slurm sweep, from Slurm's
-accounting (one ``sacct`` call for the whole array): pending, requeued (with the count), cancelled,
-timed out, out of memory, node failure. Slurm decides where the record cannot: a job killed before
-it could write its final record keeps a ``running`` record, which Slurm's ``CANCELLED`` /
-``TIMEOUT`` / ``OUT_OF_MEMORY`` state resolves. Without ``sacct`` (not on a Slurm host) the states
-come from the records alone, and the output says so.
-
-Cheap on purpose (no torch, no report): a 1,000-job sweep is read in well under a second.
+The jobs come from the Slurm launcher's manifest (:func:`write_manifest`), else ``multirun.yaml``
+expanded as Hydra's basic sweeper does; each one's state from its result record and, for a Slurm
+sweep, Slurm's accounting (one ``sacct`` call), which decides where the record cannot: a job killed
+before its final record. Without ``sacct`` the states come from the records alone, and the output
+says so. Cheap on purpose: no torch, no report.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import os
@@ -112,10 +103,7 @@ class SweepStatus:
     notes: list[str]
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for job in self.jobs:
-            out[job.state] = out.get(job.state, 0) + 1
-        return out
+        return dict(collections.Counter(job.state for job in self.jobs))
 
     def exit_code(self) -> int:
         states = {j.state for j in self.jobs}
@@ -152,18 +140,13 @@ def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, l
     try:
         multirun = read_multirun(sweep_dir)
         if multirun is not None:
-            return [(i, o, None) for i, o in enumerate(_expand_multirun(multirun))], MULTIRUN_FILE
+            lists = multirun_lists(multirun)
+            if lists is None:
+                raise ValueError(f"sweeper {multirun_hydra(multirun)[0]} chooses its jobs as it goes")
+            return [(i, o, None) for i, o in enumerate(expand_sweep(lists))], MULTIRUN_FILE
     except Exception as exc:  # noqa: BLE001 - any parse failure: use the job folders, say so
         notes.append(f"multirun.yaml not expanded ({type(exc).__name__}: {exc}); jobs from their folders only")
     return [], "job folders"
-
-
-def _expand_multirun(multirun: dict[str, Any]) -> list[list[str]]:
-    """Every job's overrides, in job order, as Hydra's basic sweeper expands the saved sweep."""
-    lists = multirun_lists(multirun)
-    if lists is None:
-        raise ValueError(f"sweeper {multirun_hydra(multirun)[0]} chooses its jobs as it goes")
-    return expand_sweep(lists)
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -390,14 +373,8 @@ _SETTLING = ("CANCELLED", "TIMEOUT", "FAILED", "COMPLETED", *_SLURM_FAILED_REASO
 
 
 def settle_records(status: SweepStatus) -> list[JobStatus]:
-    """Write Slurm's verdict into the records that its jobs could not finish themselves.
-
-    A job cancelled (``scancel``), timed out after its requeues, or killed for its memory is
-    SIGKILLed by Slurm after ``KillWait``: its record still says ``running`` (or ``interrupted``,
-    from a checkpoint before a requeue that did not come). Once Slurm's accounting has the job in a
-    final state, the record gets that state (``cancelled``, ``timed_out``, ``failed``), the reason
-    and the requeue count, atomically; the record's earlier status is kept as ``status_before``.
-    """
+    """Write Slurm's final verdict (cancelled, timed out, killed for its memory) into the ``running`` or
+    ``interrupted`` records of jobs it SIGKILLed; the earlier status is kept as ``status_before``."""
     settled = []
     for job in status.jobs:
         if job.slurm_state not in _SETTLING or job.state not in (CANCELLED, TIMED_OUT, FAILED) or not job.folder:

@@ -1,9 +1,6 @@
-"""Pre-flight checks of a composed config: every error a user can make, named before any work.
-
-Hydra already rejects unknown groups, options and keys, and values of the wrong type (the
-schemas in :mod:`rlsweep.config`). This module checks what types cannot: ranges, choices set
-through a key (``compile.mode=...``), gymnasium ids, algorithm/env compatibility, the device and
-W&B credentials. :func:`validate` returns every problem at once.
+"""Pre-flight checks of a composed config: what its types (:mod:`rlsweep.config`) cannot check --
+ranges, choices set through a key, gymnasium ids, algorithm/env compatibility, the device, W&B
+credentials -- named before any work, every problem at once (:func:`validate`).
 """
 
 from __future__ import annotations
@@ -37,12 +34,8 @@ MAX_SEEDS_PER_JOB = 1024
 
 
 def seed_errors(seed: Any) -> list[str]:
-    """Why ``seed`` cannot be a job's seed (empty: it can).
-
-    The only check of :func:`validate` that reads the seed: a sweep's pre-flight validates the
-    jobs that differ only in ``seed`` once, and each one's seed with this alone
-    (:mod:`rlsweep.hydra_callbacks`). A check that reads ``cfg.seed`` belongs here.
-    """
+    """Why ``seed`` cannot be a job's seed (empty: it can). The only check of :func:`validate` that
+    reads the seed (a sweep's pre-flight checks a cell's further seeds with this alone): keep it so."""
     return in_range_errors("seed", seed, 0, 2**32 - 1)  # what np.random.seed takes
 
 

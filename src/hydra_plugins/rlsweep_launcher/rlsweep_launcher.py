@@ -1,24 +1,10 @@
-"""rlsweep's local launchers: ``submitit_local`` with at most ``max_parallel`` jobs at once, and
-Hydra's ``basic``; both start a sweep's jobs seed-major (see :mod:`rlsweep.launchers`).
+"""rlsweep's launchers: ``submitit_local`` with at most ``max_parallel`` jobs at once, Hydra's
+``basic`` in seed-major order, and ``submitit_slurm`` that records its jobs (and may not wait).
 
-The plugin's own ``LocalLauncher`` starts every job of a sweep at once as a process of its own;
-submitit's local executor has no limit (``array_parallelism`` exists for Slurm only). This
-subclass submits the same jobs through the same executor -- same job folders, result pickles and
-``JobReturn`` list in job order, a job that died re-raised when its result is read -- but starts
-the next job only when one of the running ones has ended.
-
-A Ctrl-C or SIGTERM of the launching process stops the running jobs as it stops a job of the basic
-launcher: each gets SIGTERM, writes its checkpoint and an ``interrupted`` record at its next iteration
-boundary, and the launching process waits for them before the report (see :mod:`rlsweep.signals`).
-The job processes start with SIGINT ignored, so that a Ctrl-C in the terminal, which reaches every
-process of the terminal's process group, does not make submitit's controller process kill its job
-before the checkpoint; each job handles SIGINT itself. A job whose process died without a result
-(SIGKILL, out of memory) ends the sweep with one line that names it, not submitit's log dump.
-
-Its config node replaces the plugin's ``submitit_local``, so ``hydra/launcher=submitit_local`` gets
-the limit. Hydra scans this module at every start: heavy imports stay inside ``launch``. (No
-``from __future__ import annotations``: Hydra's scanner runs the module before it is in
-``sys.modules``, where ``dataclass`` would look its string annotations up.)
+Each replaces the config node of the launcher it extends, so the plain names get the behaviour;
+the scheduling policy lives in :mod:`rlsweep.launchers`. Hydra scans this module at every start:
+heavy imports stay inside ``launch``. (No ``from __future__ import annotations``: Hydra's scanner
+runs the module before it is in ``sys.modules``, where ``dataclass`` would look them up.)
 """
 
 import logging
@@ -58,11 +44,8 @@ class RLSweepLocalQueueConf(LocalQueueConf):
     max_parallel: Optional[int] = None  # noqa: UP045 - OmegaConf 2.3 reads no `int | None`
 
 
-# Replaces the plugin's own ``submitit_local`` node, so the plain name gets the limit. The plugin
-# registered its node when ``LocalQueueConf`` was imported above, and Hydra's scan re-runs this
-# module after the plugin's (site-packages/hydra_plugins lists hydra_submitit_launcher first). A
-# YAML file of that name in conf/ would not do: Hydra validates it against the plugin's node, which
-# lacks max_parallel, and warns that this matching is deprecated.
+# Replaces the plugin's node, registered when ``LocalQueueConf`` was imported above (a YAML file of
+# that name would be validated against the plugin's node, which lacks max_parallel).
 ConfigStore.instance().store(
     group="hydra/launcher", name="submitit_local", node=RLSweepLocalQueueConf, provider="rlsweep"
 )
@@ -82,15 +65,22 @@ def _executor(cluster: str, launcher_params: Any) -> Any:
     return executor
 
 
+def _make_sweep_dir(config: Any, executor: str) -> Path:
+    """The sweep folder, created with ``hydra.sweep.mode``, as the plugin's ``launch`` makes it."""
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    log.info(f"Submitit '{executor}' sweep output dir : {sweep_dir}")
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    if "mode" in config.hydra.sweep:
+        os.chmod(sweep_dir, mode=int(str(config.hydra.sweep.mode), 8))
+    return sweep_dir
+
+
 def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
                   resolve_threads: bool = False) -> list[tuple[list[str], Any]]:
-    """Each cell of the sweep to prepare: its overrides and its first job's config.
+    """Each cell of the sweep to prepare (:mod:`rlsweep.prepare`): its overrides and first job's config.
 
-    Not a cell whose config says ``prepare=false``, nor one whose jobs all finished before
-    (a resumed sweep keeps their records and runs none of them), nor the trials of a search.
-
-    ``resolve_threads``: fix ``backend.num_threads=null`` to the threads a job of this process
-    gets, for runs in other processes that must match the jobs run here (the basic launcher).
+    Not a cell with ``prepare=false``, nor one whose jobs all finished before, nor a search's trials.
+    ``resolve_threads``: ``backend.num_threads=null`` fixed to what a job of this process gets.
     """
     import dataclasses
 
@@ -105,7 +95,8 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
     if not str(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
         return []  # a search (Optuna) launches trial after trial, each its own cell: a cold run per trial would double it
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
-    finished = [_finished(sweep_dir / str(initial_job_idx + i)) for i in range(len(job_overrides))]
+    finished = [(read_record(sweep_dir / str(initial_job_idx + i)) or {}).get("status") == STATUS_OK
+                for i in range(len(job_overrides))]
     unfinished = [list(o) for o, done in zip(job_overrides, finished, strict=True) if not done]
     saved = HydraConfig.instance().cfg
     out = []
@@ -173,19 +164,17 @@ def _returns(groups: list[list[int]], led: dict[int, JobReturn], job_overrides: 
     return [out[i] for i in range(len(job_overrides))]
 
 
-def _finished(job_dir: Path) -> bool:
-    return (read_record(job_dir) or {}).get("status") == STATUS_OK
-
-
 class JobDied(CompactHydraException):
     """A local job's process ended without a result: Hydra prints this one line, no traceback."""
 
 
 class LocalLauncher(submitit_launcher.LocalLauncher):
-    """submitit's local executor with a bounded number of jobs running at once (see the module doc).
+    """The plugin's launcher -- same executor, job folders and returns -- starting the next job only
+    when one of at most ``max_parallel`` running ones ended (submitit's local executor has no limit).
 
-    Named like the plugin's class: the record's ``job.launcher`` and the sweep's wait for local
-    job processes go by this name.
+    A Ctrl-C or SIGTERM of the launching process stops the running jobs as the basic launcher's: each
+    writes its checkpoint and an ``interrupted`` record. Named like the plugin's class: records and
+    the sweep's wait for local job processes go by this name.
     """
 
     def __init__(self, max_parallel: int | None = None, **params: Any) -> None:
@@ -208,21 +197,14 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         threads = max(job_threads(o, base, job_env) for o in job_overrides)
         return default_max_parallel(cpus, threads), f"{cpus} CPUs // {threads} thread(s) per job"
 
-    def _executor(self) -> Any:
-        return _executor(self._EXECUTOR, self.params)
-
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
         assert self.config is not None
         jobs_overrides = [list(o) for o in job_overrides]
         num_jobs = len(jobs_overrides)
         assert num_jobs > 0
         limit, why = self._limit(jobs_overrides)
-        executor = self._executor()
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}")
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        if "mode" in self.config.hydra.sweep:
-            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        executor = _executor(self._EXECUTOR, self.params)
+        sweep_dir = _make_sweep_dir(self.config, self._EXECUTOR)
         log.info(f"{num_jobs} jobs, at most {limit} at once ({why}), seed-major order")
 
         from rlsweep import prepare
@@ -292,7 +274,8 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
 
 
 def _submit_ignoring_sigint(executor: Any, *args: Any) -> Any:
-    """``executor.submit(*args)`` with the job's processes starting with SIGINT ignored (see the module doc)."""
+    """``executor.submit(*args)`` with the job's processes starting with SIGINT ignored: a Ctrl-C in the
+    terminal would make submitit's controller kill its job before the checkpoint (the job handles SIGINT)."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return executor.submit(*args)
@@ -380,13 +363,9 @@ ConfigStore.instance().store(group="hydra/sweeper", name="basic", node=RLSweepBa
 
 
 class BasicSweeper(basic_sweeper.BasicSweeper):
-    """Hydra's basic sweeper that does not compose again the jobs rlsweep's pre-flight checked.
-
-    Before launching a batch, Hydra's sweeper composes every job's config to catch errors early:
-    ~0.15 s a job, 2.5 minutes before the first of 1,000 jobs starts. rlsweep's pre-flight
-    (:mod:`rlsweep.hydra_callbacks`, at ``on_multirun_start``) has checked those jobs by then, and
-    more than composition; a job it did not check (a custom sweep expansion) is composed here as
-    before. Named like Hydra's class: rlsweep expands the sweeps of a ``BasicSweeper``.
+    """Hydra's basic sweeper that does not compose again, before launching a batch, the jobs
+    rlsweep's pre-flight (:mod:`rlsweep.hydra_callbacks`) checked; any other job it composes as before.
+    Named like Hydra's class: rlsweep expands the sweeps of a ``BasicSweeper``.
     """
 
     def validate_batch_is_legal(self, batch: Any) -> None:
@@ -415,12 +394,9 @@ ConfigStore.instance().store(
 
 
 class SlurmLauncher(submitit_launcher.SlurmLauncher):
-    """The plugin's Slurm launcher that records the sweep's jobs at submission and can return at once.
-
-    After submitting, it writes ``rlsweep_jobs.json`` in the sweep folder (each job's number,
-    overrides and Slurm task id), from which ``python -m sweeps.status`` shows jobs that have not
-    started yet. With ``wait=false`` it returns a completed, valueless return per job instead of
-    waiting for their results. Named like the plugin's class (records say ``SlurmLauncher``).
+    """The plugin's Slurm launcher that writes the sweep's manifest (:func:`rlsweep.status.write_manifest`)
+    at submission; with ``wait=false`` it returns a completed, valueless return per job at once.
+    Named like the plugin's class (records say ``SlurmLauncher``).
     """
 
     def __init__(self, wait: bool = True, **params: Any) -> None:
@@ -428,7 +404,6 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         self.wait = wait
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-
         from rlsweep.hydra_callbacks import SESSION
         from rlsweep.launchers import submitted_message
         from rlsweep.status import write_manifest
@@ -437,11 +412,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         num_jobs = len(job_overrides)
         assert num_jobs > 0
         executor = _executor(self._EXECUTOR, self.params)
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}")
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        if "mode" in self.config.hydra.sweep:
-            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        sweep_dir = _make_sweep_dir(self.config, self._EXECUTOR)
         self._prepare(executor, sweep_dir, job_overrides, initial_job_idx)
         groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
         leaders = [g[0] for g in groups]
@@ -461,20 +432,13 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             return _returns(groups, led, job_overrides, initial_job_idx, sweep_dir)
         array_ids = [str(j.job_id).split("_", 1)[0] for j in jobs.values()]
         SESSION.submitted.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
-        returns = []
-        for overrides in job_overrides:
-            ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
-            ret.return_value = None  # not awaited: the job's record is its result
-            returns.append(ret)
-        return returns
+        # not awaited: each job's record is its result
+        return [JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED) for overrides in job_overrides]
 
     def _prepare(self, executor: Any, sweep_dir: Path, job_overrides: Any, initial_job_idx: int) -> None:
-        """The sweep's preparation (:mod:`rlsweep.prepare`) as one Slurm job that the array waits for.
-
-        Its cold runs happen on a node like the jobs', one after another, and fill the shared
-        ``compile.cache_dir``; the array depends on it (``afterany``: a failed or cancelled
-        preparation still lets the jobs run, and their records say they were not prepared). A
-        sweep that compiles nothing needs no job: its preparation file is written here.
+        """The sweep's preparation (:mod:`rlsweep.prepare`) as one Slurm job that the array waits for
+        (``afterany``: a failed preparation still lets the jobs run, unprepared); a sweep that compiles
+        nothing needs no job: its preparation file is written here.
         """
         from rlsweep import prepare
 
