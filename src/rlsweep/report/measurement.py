@@ -32,6 +32,11 @@ def finite(value: Any) -> float | None:
     return float(value)
 
 
+def positive_int(value: Any) -> int:
+    """A positive int, or 0 for anything else (bools, floats, text, None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def section(record: dict[str, Any], name: str) -> dict[str, Any]:
     """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
     value = record.get(name)
@@ -160,16 +165,14 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
             continue
         info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
-        threads = fp.get("num_threads")
-        threads = int(threads) if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1
+        threads = positive_int(fp.get("num_threads")) or 1
         group = rec.get("group") if isinstance(rec.get("group"), dict) else {}
         if group.get("jobs") and group["jobs"][0] != info.get("num"):
             threads = 0  # seeds_per_job: its group's first seed's process kept these threads busy, counted once
         # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;
         # local jobs share the launching process's affinity mask (usable_cpus)
         cores = fp.get("cpu_count") if info.get("slurm_job_id") else fp.get("usable_cpus") or fp.get("cpu_count")
-        capacity = int(cores) if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else 0
-        out.append(Span(job, start, end, host, threads, capacity))
+        out.append(Span(job, start, end, host, threads, positive_int(cores)))
     return out
 
 
