@@ -1,17 +1,9 @@
 """Bootstrap intervals, one implementation for the report and the bench.
 
-A ratio's interval is the 2.5-97.5 percentile of median(a) / median(b) over resamples. How the
-resamples are drawn depends on how the two sides were measured, so callers say which:
-
-- ``paired=True``: repeat ``i`` of ``a`` and repeat ``i`` of ``b`` ran together (the bench runs
-  repeat r as seed r on every side, interleaved, so both sides of a pair saw the same moment of the
-  machine). One set of indices resamples both sides, keeping each pair whole, so the machine's
-  drift shared by a pair cancels instead of widening the interval.
-- ``paired=False``: the two sides are independent samples (a report's cells are separate jobs with
-  their own seeds and iteration counts; blocks timed one after another). Each side is resampled on
-  its own; the sides need not be the same length.
-
-``learning_difference`` compares final returns of unrelated runs, so it resamples independently.
+A ratio's interval is the 2.5-97.5 percentile of median(a) / median(b) over resamples, drawn
+``paired=True`` when repeat ``i`` of both sides ran together (the bench's interleaved repeats: one
+set of indices keeps each pair whole, so drift shared by a pair cancels) or ``paired=False`` for
+independent samples (a report's cells: separate jobs; each side resampled on its own, any length).
 """
 
 from __future__ import annotations

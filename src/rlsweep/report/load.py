@@ -140,12 +140,9 @@ def _read_hydra_overrides(job_dir: Path) -> list[str] | None:
     return [str(x) for x in data] if isinstance(data, list) else None
 
 
-def _missing_job(
-    overrides: list[str], *, num: int | None, job_dir: Path | None, raw_status: str, error_line: str
-) -> Job:
-    """A job without a result: started without writing one, or never started."""
-    return Job(status=STATUS_MISSING, overrides=overrides, seed=override_dims(overrides)[1], num=num,
-               job_dir=job_dir, raw_status=raw_status, error_line=error_line)
+def _missing_job(overrides: list[str], status: str = STATUS_MISSING, **fields: Any) -> Job:
+    """A job without a (readable) result, its seed read from its overrides."""
+    return Job(status=status, overrides=overrides, seed=override_dims(overrides)[1], **fields)
 
 
 def _load_job(job_dir: Path) -> Job:
@@ -155,10 +152,9 @@ def _load_job(job_dir: Path) -> Job:
         if not isinstance(record, dict):
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
-        overrides = _read_hydra_overrides(job_dir) or []
-        return Job(status=STATUS_FAILED, overrides=overrides, seed=override_dims(overrides)[1], num=job_num(job_dir),
-                   job_dir=job_dir, result_path=result_path, raw_status="unreadable",
-                   error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
+        return _missing_job(_read_hydra_overrides(job_dir) or [], STATUS_FAILED, num=job_num(job_dir), job_dir=job_dir,
+                            result_path=result_path, raw_status="unreadable",
+                            error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
     overrides = record.get("overrides")
     if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
         overrides = _read_hydra_overrides(job_dir) or []
@@ -200,23 +196,11 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
         shared = by_overrides.setdefault(signature(job), {})
         for d, v in dims.items():
             shared.setdefault(d, v)
-    values: dict[str, set[str]] = {d: set() for d in order}
-    for dims in raw:
-        for d, v in dims.items():
-            values[d].add(v)
+    # else a dimension with one value in the whole sweep has it
+    only = {d: vs.pop() for d in order if len(vs := {dims[d] for dims in raw if d in dims}) == 1}
     for job, dims in zip(jobs, raw):
-        sig = signature(job)
-        key = dict(dims)
-        for d in order:
-            if d in key:
-                continue
-            if d in by_overrides.get(sig, {}):
-                key[d] = by_overrides[sig][d]
-            elif len(values[d]) == 1:
-                key[d] = next(iter(values[d]))
-            else:
-                key[d] = UNKNOWN
-        job.key = key
+        shared = by_overrides[signature(job)]
+        job.key = {**dims, **{d: shared.get(d, only.get(d, UNKNOWN)) for d in order if d not in dims}}
     context = [d for d in ("algo", "env_id") if d in order]
     context += [d for d in order if d not in context and not is_toggle_dim(d, names)]
     toggles = [d for name in names for d in order if d.split(".", 1)[0] == name]

@@ -29,14 +29,9 @@ def wandb_group(sweep_dir: str | os.PathLike[str], group: str | None) -> str:
 
 
 def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
-    """Where the sweep's jobs logged to W&B, read from their result records.
-
-    The first record whose W&B mode is offline or online gives the mode, project, entity, folder
-    and group: as the job resolved them (``record["logging"]``, the config and W&B's environment
-    variables of the job), else from its ``config.logger`` (records written before the job resolved
-    them, see :func:`rlsweep.tracking.resolved_logger`). None when no job logged to W&B
-    (``disabled``, or no readable record).
-    """
+    """Where the sweep's jobs logged to W&B: the first record with an offline or online mode, as the
+    job resolved it (``record["logging"]``), else resolved from its ``config.logger`` (older records).
+    None when no job logged to W&B."""
     for job in jobs:
         config = job.record.get("config")
         logger = config.get("logger") if isinstance(config, dict) else None
