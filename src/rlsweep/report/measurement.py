@@ -6,6 +6,7 @@ that oversubscribed their host. Pure functions over the jobs' records; the rules
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -255,13 +256,8 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     cells = [tuple(s.job.key.get(d, UNKNOWN) for d in dims) for s in timed]
     seeds = [s.job.seed for s in timed]
 
-    def contiguous(seq: list[Any]) -> bool:
-        seen: set[Any] = set()
-        for i, v in enumerate(seq):
-            if v in seen and seq[i - 1] != v:
-                return False
-            seen.add(v)
-        return True
+    def contiguous(seq: list[Any]) -> bool:  # each value's occurrences in one run
+        return sum(1 for _ in itertools.groupby(seq)) == len(set(seq))
 
     n_cells, n_seeds = len(set(cells)), len(set(seeds))
     at_once = ("one job at a time" if concurrent <= 1 else f"up to {concurrent} jobs at once") + (

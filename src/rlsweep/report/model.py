@@ -379,24 +379,14 @@ class Report:
     prepared: dict[str, Any] | None = None  # the sweep's prepare.json (rlsweep.prepare), None without one
 
     @property
-    def n_ok(self) -> int:
-        """Number of ok jobs."""
-        return sum(c.n_ok for c in self.cells)
-
-    @property
     def counts(self) -> dict[str, int]:
         """Jobs per status: ok, failed (interrupted included), interrupted, missing."""
         return {
-            "ok": self.n_ok,
+            "ok": sum(c.n_ok for c in self.cells),
             "failed": sum(c.n_failed for c in self.cells),
             "interrupted": sum(c.n_interrupted for c in self.cells),
             "missing": sum(c.n_missing for c in self.cells),
         }
-
-    @property
-    def baseline_text(self) -> str:
-        """The baseline as ``key=value ...`` (``(any)`` when nothing is pinned)."""
-        return spec_text(self.baseline_spec)
 
     @property
     def baseline_why(self) -> str:

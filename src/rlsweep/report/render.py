@@ -21,6 +21,7 @@ from rlsweep.report.model import (
     PHASES,
     CellSummary,
     Report,
+    spec_text,
 )
 
 
@@ -65,11 +66,8 @@ def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
             name, _, reason = entry.partition(": ")
             groups.setdefault(f"{name} n/a: {reason}", []).append(cell.label)
     with_records = [c for c in report.cells if c.n_ok + c.n_failed > 0]
-    out = []
-    for text, labels in groups.items():
-        where = "all cells" if len(labels) == len(with_records) > 1 else ", ".join(labels)
-        out.append((text, where))
-    return out
+    return [(text, "all cells" if len(labels) == len(with_records) > 1 else ", ".join(labels))
+            for text, labels in groups.items()]
 
 
 # ---------------------------------------------------------------------------- terminal
@@ -416,7 +414,7 @@ def _md_intro(report: Report) -> list[str]:
         f"# Sweep report: `{report.sweep_dir}`", "",
         f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
         f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
-        f"Baseline: `{report.baseline_text}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
+        f"Baseline: `{spec_text(report.baseline_spec)}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
         "\n\n".join(verdict_lines(report)), "",
         "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
     ]
