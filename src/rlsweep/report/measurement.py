@@ -57,12 +57,8 @@ def iteration_rates(job: Job) -> list[float]:
 
 
 def _pooled_sd(groups: Sequence[Sequence[float]]) -> float:
-    """Iteration noise: the standard deviation around each group's own mean, pooled over the groups.
-
-    Deviations are taken within each group (a third of a job, or a whole job) so that a trend or
-    a difference between groups does not count as noise. Not robust on purpose: an outlier
-    iteration widens the noise, which only makes a flag less likely.
-    """
+    """Iteration noise: the standard deviation around each group's own mean (so that a trend is not
+    noise), pooled over the groups. Not robust on purpose: an outlier only makes a flag less likely."""
     dof = sum(len(g) - 1 for g in groups)
     if dof <= 0:
         return float("inf")

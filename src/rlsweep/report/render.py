@@ -154,9 +154,8 @@ def verdict_lines(report: Report) -> list[str]:
     ]
     top = next((e for e in report.marginal_effects if e.rank == 1), None)
     if top is not None and top.effect is not None:
-        ci = f" [{top.ci_low:.2f}, {top.ci_high:.2f}]" if top.ci_low is not None and top.ci_high is not None else ""
         clean = "" if top.clean is not False else ", NOT CLEAN"
-        lines.append(f"Toggle that pays most: {top.label}: {top.effect:.2f}x{ci} steady "
+        lines.append(f"Toggle that pays most: {top.label}: {_short_ratio(top.effect, top.ci_low, top.ci_high, False, 'x')} steady "
                      f"(geometric mean over {top.n_pairs} pair{'s' if top.n_pairs != 1 else ''}{clean})")
     return lines
 

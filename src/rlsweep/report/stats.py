@@ -209,11 +209,8 @@ def _numbers(jobs: Sequence[Job], name: str, key: str) -> list[float]:
 
 
 def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
-    """Graph-break, recompile and CUDA-graph-skip reasons of the jobs' compiled functions, identical ones merged.
-
-    See :class:`CellSummary` (``compile_reasons``) for the shape. Every job with a record
-    counts, failed ones included.
-    """
+    """Graph-break, recompile and CUDA-graph-skip reasons of the jobs' compiled functions (failed jobs'
+    too), identical ones merged; the shape: :class:`CellSummary` (``compile_reasons``)."""
     merged: dict[str, dict[str, dict[tuple[Any, ...], dict[str, Any]]]] = {}
     dropped: Counter[str] = Counter()
     kinds = (("graph_breaks", "graph_break_reasons"), ("recompiles", "recompile_reasons"),
@@ -643,10 +640,8 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
 
 def _ratio_samples(cell: CellSummary, base: CellSummary, rng: np.random.Generator,
                    n: int) -> tuple[np.ndarray | None, str | None]:
-    """Bootstrap samples of median(cell) / median(base) and the method used.
-
-    Independent resampling: two cells are separate jobs (own seeds, own iteration counts).
-    """
+    """Bootstrap samples of median(cell) / median(base) (independent: two cells are separate jobs) and
+    the method used: over seeds when both cells have two, else over iterations."""
     if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
         x, y, method = cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, "seeds"
     else:

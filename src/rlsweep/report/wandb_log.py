@@ -94,12 +94,10 @@ def _drop_older_offline_copies(run_dir: Path, run_id: str) -> None:
 def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
     """Log the report as one run (job_type "report") in the jobs' project and group.
 
-    The run's id comes from the report folder, so the report of a sweep made again (another
-    baseline, more jobs after a resume) updates the same W&B run; offline, the new copy replaces
-    the earlier one on disk once it is written.
-
-    Logs ``report/cells`` (the columns of summary.csv), ``report/marginal_effects`` and each
-    PNG in ``files`` as ``plots/<name>``; the counts and toggle effects go to the summary.
+    The run's id comes from the report folder, so a report made again updates the same W&B run
+    (offline: its new copy replaces the earlier one on disk). Logs ``report/cells`` (summary.csv's
+    columns), ``report/marginal_effects`` and the PNGs as ``plots/<name>``; counts and toggle
+    effects go to the run's summary.
 
     Args:
         report: The computed report; ``report.wandb`` says where (None: nothing is logged).
