@@ -54,8 +54,9 @@ def _ratio_text(cell: CellSummary) -> str:
     return text + " (not clean)" if cell.ratio is not None and cell.ratio_clean is False else text
 
 
-def _flags_text(cell: CellSummary) -> str:
-    return ", ".join(cell.flags)
+def _unclean(cell: CellSummary) -> str | None:
+    """Why the cell's ratio is not clean (its measurement flags, or its baseline's), None when clean."""
+    return (", ".join(cell.flags) or "baseline flagged") if cell.flags or cell.ratio_clean is False else None
 
 
 def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
@@ -96,14 +97,10 @@ def _short_ratio(ratio: float | None, low: float | None, high: float | None, bas
     return f"{ratio:.2f}{unit} [{low:.2f}, {high:.2f}]"
 
 
-def _not_clean(cell: CellSummary) -> bool:
-    return bool(cell.flags) or cell.ratio_clean is False
-
-
 def _short_flags(cell: CellSummary) -> str:
     """The flags column: only the marks; their reasons go to the notes under the table."""
     marks = []
-    if _not_clean(cell):
+    if _unclean(cell):
         marks.append("NOT CLEAN")
     if cell.learning_flag:
         marks.append("LEARNING")
@@ -116,10 +113,8 @@ def cell_marks(cell: CellSummary, learning: str = "LEARNING") -> list[str]:
     """The marks the verdict and ratio.png put on a cell: NOT CLEAN (a measurement flag on it or its
     baseline) and ``learning`` (its final return differs from the baseline's)."""
     marks = []
-    if cell.flags:
-        marks.append(f"NOT CLEAN ({_flags_text(cell)})")
-    elif cell.ratio_clean is False:
-        marks.append("NOT CLEAN (baseline flagged)")
+    if why := _unclean(cell):
+        marks.append(f"NOT CLEAN ({why})")
     if cell.learning_flag:
         marks.append(learning)
     return marks
@@ -299,8 +294,8 @@ def _terminal_details(report: Report) -> list[str]:
             details.append(f"  {cell.label}: no ratio: {cell.ratio_note}")
         if cell.learning_flag:
             details.append(f"  {cell.label}: LEARNING differs: {cell.learning_note}")
-        if _not_clean(cell):
-            details.append(f"  {cell.label}: NOT CLEAN: {_flags_text(cell) or 'baseline flagged'}")
+        if why := _unclean(cell):
+            details.append(f"  {cell.label}: NOT CLEAN: {why}")
             details += [f"      {note}" for note in cell.flag_notes]
         if cell.break_even_note:
             details.append(f"  {cell.label}: {cell.break_even_note}")
@@ -454,7 +449,7 @@ def _md_cell_row(cell: CellSummary) -> list[str]:
         "-" if base else _ci_text(cell.ci_low, cell.ci_high), cell.ci_method or "-",
         _fmt(cell.end_to_end_ratio, ".3f"),
         "-" if base else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
-        _fmt(cell.wall_s, ".1f"), _flags_text(cell) or "-",
+        _fmt(cell.wall_s, ".1f"), ", ".join(cell.flags) or "-",
         *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
         _fmt(cell.compile_s, ".2f"), _fmt(cell.cold_compile_s, ".2f"), "; ".join(cell.start_states) or "-",
         _fmt(cell.graph_breaks, "d"), _fmt(cell.recompiles, "d"), _return_text(cell),
@@ -529,8 +524,8 @@ def _flag_lines(report: Report) -> list[str]:
     """The flagged cells with their reasons, then each job's drift (first vs last third)."""
     lines = []
     for cell in report.cells:
-        if cell.flags or cell.ratio_clean is False:
-            lines.append(f"- **{cell.label}** ({_flags_text(cell) or 'baseline flagged'}): "
+        if why := _unclean(cell):
+            lines.append(f"- **{cell.label}** ({why}): "
                          + "; ".join(_md_text(n) for n in cell.flag_notes))
     if not lines:
         lines.append("No cell flagged: every ratio above is clean by these checks.")
