@@ -128,7 +128,7 @@ def _folder_job(folder: Path) -> Job:
     if (folder / RESULT_FILE).is_file():
         return _load_job(folder)
     return _missing_job(_read_hydra_overrides(folder) or [], num=job_num(folder), job_dir=folder,
-                        raw_status="no result.json", error_line="no result.json in job folder")
+                        error_line="no result.json in job folder")
 
 
 def _read_hydra_overrides(job_dir: Path) -> list[str] | None:
@@ -153,8 +153,7 @@ def _load_job(job_dir: Path) -> Job:
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
         return _missing_job(_read_hydra_overrides(job_dir) or [], STATUS_FAILED, num=job_num(job_dir), job_dir=job_dir,
-                            result_path=result_path, raw_status="unreadable",
-                            error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
+                            result_path=result_path, error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
     overrides = record.get("overrides")
     if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
         overrides = _read_hydra_overrides(job_dir) or []
@@ -175,7 +174,7 @@ def _load_job(job_dir: Path) -> Job:
     seed = record.get("seed")
     seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]
     return Job(status=status, overrides=overrides, seed=seed_text, num=job_num(job_dir, record), job_dir=job_dir,
-               result_path=result_path, record=record, raw_status=raw_status, error_line=error_line)
+               result_path=result_path, record=record, error_line=error_line)
 
 
 def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
@@ -281,7 +280,7 @@ def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) 
                 job.num = index if job.num is None else job.num
                 break
         else:
-            missing.append(_missing_job(list(combo), num=index, job_dir=None, raw_status="not started",
+            missing.append(_missing_job(list(combo), num=index,
                                         error_line="in multirun.yaml but no job folder or result.json"))
     if leftover:
         where = ", ".join(str(j.job_dir or j.result_path) for j in leftover[:5])

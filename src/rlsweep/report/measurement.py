@@ -173,34 +173,20 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
     return out
 
 
-class _Load:
-    """The jobs running on one host (or on all of them) at each moment a job started there.
+def _load(spans_: Sequence[Span]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every start time, ascending, with the busy threads and the running jobs then.
 
     A sweep line over the spans' starts and ends (half-open: a job runs from its start up to,
     not including, its end), so a 1,000-job sweep is not compared pair by pair.
     """
-
-    def __init__(self, spans_: Sequence[Span]) -> None:
-        by_start = sorted(spans_, key=lambda s: s.start)
-        by_end = sorted(spans_, key=lambda s: s.end)
-        self._starts = np.array([s.start for s in by_start])
-        self._ends = np.array([s.end for s in by_end])
-        self._threads_started = np.concatenate([[0], np.cumsum([s.threads for s in by_start])])
-        self._threads_ended = np.concatenate([[0], np.cumsum([s.threads for s in by_end])])
-        #: every start time, ascending, with the busy threads and running jobs then
-        self.times = np.unique(self._starts)
-        started = np.searchsorted(self._starts, self.times, side="right")
-        ended = np.searchsorted(self._ends, self.times, side="right")  # end >= start: only started jobs end
-        self.busy = self._threads_started[started] - self._threads_ended[ended]
-        self.jobs = started - ended
-
-    def peak(self, start: float, end: float) -> tuple[int, int]:
-        """The most busy threads at a start time in ``[start, end)`` (``start`` itself included), and
-        the jobs running at the first moment with that many."""
-        lo = int(np.searchsorted(self.times, start, side="left"))
-        hi = max(lo + 1, int(np.searchsorted(self.times, end, side="left")))
-        i = lo + int(np.argmax(self.busy[lo:hi]))
-        return int(self.busy[i]), int(self.jobs[i])
+    by_start, by_end = sorted(spans_, key=lambda s: s.start), sorted(spans_, key=lambda s: s.end)
+    starts, ends = np.array([s.start for s in by_start]), np.array([s.end for s in by_end])
+    threads_started = np.concatenate([[0], np.cumsum([s.threads for s in by_start])])
+    threads_ended = np.concatenate([[0], np.cumsum([s.threads for s in by_end])])
+    times = np.unique(starts)
+    started = np.searchsorted(starts, times, side="right")
+    ended = np.searchsorted(ends, times, side="right")  # end >= start: only started jobs end
+    return times, threads_started[started] - threads_ended[ended], started - ended
 
 
 def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
@@ -214,12 +200,15 @@ def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
     for s in all_spans:
         hosts.setdefault(s.host, []).append(s)
     for host_spans in hosts.values():
-        load = _Load(host_spans)
+        times, busy, running_jobs = _load(host_spans)
         for s in host_spans:
             if s.capacity <= 0:
                 continue
-            if s.end > s.start:
-                peak, peak_jobs = load.peak(s.start, s.end)
+            if s.end > s.start:  # the most busy threads at a start time in [start, end), and the jobs then
+                lo = int(np.searchsorted(times, s.start, side="left"))
+                hi = max(lo + 1, int(np.searchsorted(times, s.end, side="left")))
+                i = lo + int(np.argmax(busy[lo:hi]))
+                peak, peak_jobs = int(busy[i]), int(running_jobs[i])
             else:  # ran for no time: only jobs that started before it and ran on count
                 running = [o for o in host_spans if o.start < s.start < o.end]
                 peak, peak_jobs = sum(o.threads for o in running), len(running)
@@ -232,7 +221,7 @@ def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
 def max_concurrent(all_spans: Sequence[Span]) -> int:
     """The most jobs' processes running at one moment (any host): seeds trained together count once."""
     processes = [s for s in all_spans if s.threads > 0]
-    return int(_Load(processes).jobs.max()) if processes else 0
+    return int(_load(processes)[2].max()) if processes else 0
 
 
 def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:

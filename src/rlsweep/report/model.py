@@ -132,7 +132,6 @@ class Job:
         job_dir: The job's output folder, or None for a job that never started.
         result_path: Path of ``result.json``, or None when there is none.
         record: The parsed ``result.json`` (empty for missing or unreadable jobs).
-        raw_status: The status string as written in the record (or why there is none).
         error_line: Last line of the error traceback for failed jobs.
         key: The job's cell dimensions (dimension -> normalised value).
     """
@@ -144,7 +143,6 @@ class Job:
     job_dir: Path | None = None
     result_path: Path | None = None
     record: dict[str, Any] = field(default_factory=dict, repr=False)
-    raw_status: str = ""
     error_line: str | None = None
     key: dict[str, str] = field(default_factory=dict)
 
