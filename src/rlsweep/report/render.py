@@ -164,21 +164,16 @@ def _compile_text(cell: CellSummary) -> str:
 def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     header = ["cell", "ok", "steps/s", "steady [95% CI]", "end to end [95% CI]", "compile s", "return",
               "flags"]
-    rows = []
-    for cell in report.cells:
-        rows.append(
-            [
-                ("* " if cell.is_baseline else "  ") + cell.label,
-                f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
-                _fmt(cell.env_steps_per_s, ".1f"),
-                _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
-                _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high,
-                             cell.is_baseline),
-                _compile_text(cell),
-                _fmt(cell.final_return_median, ".4g"),
-                _short_flags(cell),
-            ]
-        )
+    rows = [[
+        ("* " if cell.is_baseline else "  ") + cell.label,
+        f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
+        _fmt(cell.env_steps_per_s, ".1f"),
+        _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
+        _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high, cell.is_baseline),
+        _compile_text(cell),
+        _fmt(cell.final_return_median, ".4g"),
+        _short_flags(cell),
+    ] for cell in report.cells]
     return header, rows
 
 

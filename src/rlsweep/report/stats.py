@@ -136,19 +136,9 @@ def _mark_baseline(cell: CellSummary) -> None:
 
 def _casualties(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[Casualty]:
     """One entry per job that did not finish ok, with where to look."""
-    out = []
-    for job in jobs:
-        if job.status == STATUS_OK:
-            continue
-        where = job.job_dir or job.result_path
-        out.append(Casualty(
-            cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)],
-            seed=job.seed,
-            status=job.status,
-            detail=job.error_line or "",
-            where=str(where) if where else f"job {job.num} (never started)",
-        ))
-    return out
+    return [Casualty(cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)], seed=job.seed, status=job.status,
+                     detail=job.error_line or "", where=str(job.job_dir or job.result_path or f"job {job.num} (never started)"))
+            for job in jobs if job.status != STATUS_OK]
 
 
 def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: dict[str, Any] | None) -> None:
