@@ -63,12 +63,11 @@ def learning_difference(ours: Sequence[float], peer: Sequence[float], n_boot: in
                         seed: int = 0) -> dict[str, Any]:
     """How one side's final returns compare with another's, over independent seeds.
 
-    ``mean_diff`` = mean(ours) - mean(peer) with a 95% percentile-bootstrap interval
-    (``ci_low``, ``ci_high``: each side resampled on its own, the seeds of two libraries being
-    unrelated runs), and ``p_improvement`` = P(ours > peer) over all seed pairs, ties counting
-    half, with its bootstrap interval (``p_improvement_ci``). ``no_worse``: the interval's upper
-    bound is >= 0, i.e. ours is not significantly worse at 95%; with few seeds that is a weak
-    statement, which is why the full bench runs at least 10 seeds a side.
+    ``mean_diff`` = mean(ours) - mean(peer) with a 95% percentile-bootstrap interval (``ci_low``,
+    ``ci_high``: each side resampled on its own, two libraries' seeds being unrelated runs), and
+    ``p_improvement`` = P(ours > peer) over all seed pairs, ties counting half, with its interval
+    (``p_improvement_ci``). ``no_worse``: ``ci_high >= 0``, ours not significantly worse at 95%
+    (a weak statement with few seeds).
     """
     if not ours or not peer:
         raise ValueError(f"learning_difference needs final returns on both sides, got {len(ours)} and {len(peer)}")

@@ -466,9 +466,7 @@ def _md_effects(report: Report) -> list[str]:
 
 def _md_fingerprints(report: Report) -> list[str]:
     fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
-    lines = [f"- `{fp}`" for fp in sorted(fps)]
-    fp_notes = [n for n in report.notes if "fingerprint" in n]
-    lines += [f"- {n}" for n in fp_notes]
+    lines = [f"- `{fp}`" for fp in sorted(fps)] + [f"- {n}" for n in report.notes if "fingerprint" in n]
     return lines or ["No fingerprints recorded."]
 
 

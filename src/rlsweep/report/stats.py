@@ -512,13 +512,12 @@ def _fallback_defaults(cells: list[CellSummary], spec: dict[str, str], user: set
     ``compile=default`` (values ordered as the toggle lists them, else alphabetically). Values
     the user chose with ``--baseline`` are never replaced.
     """
-    order = TOGGLE_VALUE_ORDER
     out = dict(spec)
     for dim, value in spec.items():
         present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}
         if dim in user or value in present or not present:
             continue
-        known = order.get(dim, ())
+        known = TOGGLE_VALUE_ORDER.get(dim, ())
         out[dim] = sorted(present, key=lambda v: (known.index(v) if v in known else len(known), v))[0]
     return out
 
