@@ -72,12 +72,8 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
         )
     jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, str(j.job_dir)))
     dims, toggle_dims = _assign_keys(jobs)
-    for job in jobs:
-        if job.record and job.record.get("schema_version") not in (None, SCHEMA_VERSION):
-            notes.append(
-                f"{job.result_path}: schema_version {job.record.get('schema_version')} "
-                f"(expected {SCHEMA_VERSION}); read anyway"
-            )
+    notes += [f"{job.result_path}: schema_version {job.record.get('schema_version')} (expected {SCHEMA_VERSION}); "
+              "read anyway" for job in jobs if job.record.get("schema_version") not in (None, SCHEMA_VERSION)]
     return Sweep(
         sweep_dir=root,
         jobs=jobs,

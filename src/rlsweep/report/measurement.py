@@ -106,14 +106,11 @@ def job_drift(job: Job) -> dict[str, Any] | None:
 
 def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
     """Whether a cell's ok seeds disagree beyond their own iteration noise (None: not assessed)."""
-    per_job = []
-    for job in jobs:
-        rate, iters = steady_rate(job), iteration_rates(job)
-        if rate is not None and len(iters) >= 2:
-            per_job.append((rate, job.seed, iters))
+    per_job = sorted(((rate, job.seed, iters) for job in jobs
+                      if (rate := steady_rate(job)) is not None and len(iters := iteration_rates(job)) >= 2),
+                     key=lambda x: x[0])
     if len(per_job) < 2:
         return None, None
-    per_job.sort(key=lambda x: x[0])
     (slow, slow_seed, slow_iters), (fast, fast_seed, fast_iters) = per_job[0], per_job[-1]
     median = float(np.median([r for r, _, _ in per_job]))
     spread = (fast - slow) / median
