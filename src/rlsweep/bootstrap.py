@@ -1,17 +1,9 @@
 """Bootstrap intervals, one implementation for the report and the bench.
 
-A ratio's interval is the 2.5-97.5 percentile of median(a) / median(b) over resamples. How the
-resamples are drawn depends on how the two sides were measured, so callers say which:
-
-- ``paired=True``: repeat ``i`` of ``a`` and repeat ``i`` of ``b`` ran together (the bench runs
-  repeat r as seed r on every side, interleaved, so both sides of a pair saw the same moment of the
-  machine). One set of indices resamples both sides, keeping each pair whole, so the machine's
-  drift shared by a pair cancels instead of widening the interval.
-- ``paired=False``: the two sides are independent samples (a report's cells are separate jobs with
-  their own seeds and iteration counts; blocks timed one after another). Each side is resampled on
-  its own; the sides need not be the same length.
-
-``learning_difference`` compares final returns of unrelated runs, so it resamples independently.
+A ratio's interval is the 2.5-97.5 percentile of median(a) / median(b) over resamples, drawn
+``paired=True`` when repeat ``i`` of both sides ran together (the bench's interleaved repeats: one
+set of indices keeps each pair whole, so drift shared by a pair cancels) or ``paired=False`` for
+independent samples (a report's cells: separate jobs; each side resampled on its own, any length).
 """
 
 from __future__ import annotations
@@ -71,12 +63,11 @@ def learning_difference(ours: Sequence[float], peer: Sequence[float], n_boot: in
                         seed: int = 0) -> dict[str, Any]:
     """How one side's final returns compare with another's, over independent seeds.
 
-    ``mean_diff`` = mean(ours) - mean(peer) with a 95% percentile-bootstrap interval
-    (``ci_low``, ``ci_high``: each side resampled on its own, the seeds of two libraries being
-    unrelated runs), and ``p_improvement`` = P(ours > peer) over all seed pairs, ties counting
-    half, with its bootstrap interval (``p_improvement_ci``). ``no_worse``: the interval's upper
-    bound is >= 0, i.e. ours is not significantly worse at 95%; with few seeds that is a weak
-    statement, which is why the full bench runs at least 10 seeds a side.
+    ``mean_diff`` = mean(ours) - mean(peer) with a 95% percentile-bootstrap interval (``ci_low``,
+    ``ci_high``: each side resampled on its own, two libraries' seeds being unrelated runs), and
+    ``p_improvement`` = P(ours > peer) over all seed pairs, ties counting half, with its interval
+    (``p_improvement_ci``). ``no_worse``: ``ci_high >= 0``, ours not significantly worse at 95%
+    (a weak statement with few seeds).
     """
     if not ours or not peer:
         raise ValueError(f"learning_difference needs final returns on both sides, got {len(ours)} and {len(peer)}")

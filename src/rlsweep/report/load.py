@@ -72,12 +72,8 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
         )
     jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, str(j.job_dir)))
     dims, toggle_dims = _assign_keys(jobs)
-    for job in jobs:
-        if job.record and job.record.get("schema_version") not in (None, SCHEMA_VERSION):
-            notes.append(
-                f"{job.result_path}: schema_version {job.record.get('schema_version')} "
-                f"(expected {SCHEMA_VERSION}); read anyway"
-            )
+    notes += [f"{job.result_path}: schema_version {job.record.get('schema_version')} (expected {SCHEMA_VERSION}); "
+              "read anyway" for job in jobs if job.record.get("schema_version") not in (None, SCHEMA_VERSION)]
     return Sweep(
         sweep_dir=root,
         jobs=jobs,
@@ -128,7 +124,7 @@ def _folder_job(folder: Path) -> Job:
     if (folder / RESULT_FILE).is_file():
         return _load_job(folder)
     return _missing_job(_read_hydra_overrides(folder) or [], num=job_num(folder), job_dir=folder,
-                        raw_status="no result.json", error_line="no result.json in job folder")
+                        error_line="no result.json in job folder")
 
 
 def _read_hydra_overrides(job_dir: Path) -> list[str] | None:
@@ -140,12 +136,9 @@ def _read_hydra_overrides(job_dir: Path) -> list[str] | None:
     return [str(x) for x in data] if isinstance(data, list) else None
 
 
-def _missing_job(
-    overrides: list[str], *, num: int | None, job_dir: Path | None, raw_status: str, error_line: str
-) -> Job:
-    """A job without a result: started without writing one, or never started."""
-    return Job(status=STATUS_MISSING, overrides=overrides, seed=override_dims(overrides)[1], num=num,
-               job_dir=job_dir, raw_status=raw_status, error_line=error_line)
+def _missing_job(overrides: list[str], status: str = STATUS_MISSING, **fields: Any) -> Job:
+    """A job without a (readable) result, its seed read from its overrides."""
+    return Job(status=status, overrides=overrides, seed=override_dims(overrides)[1], **fields)
 
 
 def _load_job(job_dir: Path) -> Job:
@@ -155,10 +148,8 @@ def _load_job(job_dir: Path) -> Job:
         if not isinstance(record, dict):
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
-        overrides = _read_hydra_overrides(job_dir) or []
-        return Job(status=STATUS_FAILED, overrides=overrides, seed=override_dims(overrides)[1], num=job_num(job_dir),
-                   job_dir=job_dir, result_path=result_path, raw_status="unreadable",
-                   error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
+        return _missing_job(_read_hydra_overrides(job_dir) or [], STATUS_FAILED, num=job_num(job_dir), job_dir=job_dir,
+                            result_path=result_path, error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
     overrides = record.get("overrides")
     if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
         overrides = _read_hydra_overrides(job_dir) or []
@@ -179,7 +170,7 @@ def _load_job(job_dir: Path) -> Job:
     seed = record.get("seed")
     seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]
     return Job(status=status, overrides=overrides, seed=seed_text, num=job_num(job_dir, record), job_dir=job_dir,
-               result_path=result_path, record=record, raw_status=raw_status, error_line=error_line)
+               result_path=result_path, record=record, error_line=error_line)
 
 
 def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
@@ -200,23 +191,11 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
         shared = by_overrides.setdefault(signature(job), {})
         for d, v in dims.items():
             shared.setdefault(d, v)
-    values: dict[str, set[str]] = {d: set() for d in order}
-    for dims in raw:
-        for d, v in dims.items():
-            values[d].add(v)
+    # else a dimension with one value in the whole sweep has it
+    only = {d: vs.pop() for d in order if len(vs := {dims[d] for dims in raw if d in dims}) == 1}
     for job, dims in zip(jobs, raw):
-        sig = signature(job)
-        key = dict(dims)
-        for d in order:
-            if d in key:
-                continue
-            if d in by_overrides.get(sig, {}):
-                key[d] = by_overrides[sig][d]
-            elif len(values[d]) == 1:
-                key[d] = next(iter(values[d]))
-            else:
-                key[d] = UNKNOWN
-        job.key = key
+        shared = by_overrides[signature(job)]
+        job.key = {**dims, **{d: shared.get(d, only.get(d, UNKNOWN)) for d in order if d not in dims}}
     context = [d for d in ("algo", "env_id") if d in order]
     context += [d for d in order if d not in context and not is_toggle_dim(d, names)]
     toggles = [d for name in names for d in order if d.split(".", 1)[0] == name]
@@ -297,7 +276,7 @@ def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) 
                 job.num = index if job.num is None else job.num
                 break
         else:
-            missing.append(_missing_job(list(combo), num=index, job_dir=None, raw_status="not started",
+            missing.append(_missing_job(list(combo), num=index,
                                         error_line="in multirun.yaml but no job folder or result.json"))
     if leftover:
         where = ", ".join(str(j.job_dir or j.result_path) for j in leftover[:5])

@@ -6,6 +6,7 @@ that oversubscribed their host. Pure functions over the jobs' records; the rules
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,11 @@ def finite(value: Any) -> float | None:
     return float(value)
 
 
+def positive_int(value: Any) -> int:
+    """A positive int, or 0 for anything else (bools, floats, text, None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def section(record: dict[str, Any], name: str) -> dict[str, Any]:
     """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
     value = record.get(name)
@@ -51,12 +57,8 @@ def iteration_rates(job: Job) -> list[float]:
 
 
 def _pooled_sd(groups: Sequence[Sequence[float]]) -> float:
-    """Iteration noise: the standard deviation around each group's own mean, pooled over the groups.
-
-    Deviations are taken within each group (a third of a job, or a whole job) so that a trend or
-    a difference between groups does not count as noise. Not robust on purpose: an outlier
-    iteration widens the noise, which only makes a flag less likely.
-    """
+    """Iteration noise: the standard deviation around each group's own mean (so that a trend is not
+    noise), pooled over the groups. Not robust on purpose: an outlier only makes a flag less likely."""
     dof = sum(len(g) - 1 for g in groups)
     if dof <= 0:
         return float("inf")
@@ -104,14 +106,11 @@ def job_drift(job: Job) -> dict[str, Any] | None:
 
 def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
     """Whether a cell's ok seeds disagree beyond their own iteration noise (None: not assessed)."""
-    per_job = []
-    for job in jobs:
-        rate, iters = steady_rate(job), iteration_rates(job)
-        if rate is not None and len(iters) >= 2:
-            per_job.append((rate, job.seed, iters))
+    per_job = sorted(((rate, job.seed, iters) for job in jobs
+                      if (rate := steady_rate(job)) is not None and len(iters := iteration_rates(job)) >= 2),
+                     key=lambda x: x[0])
     if len(per_job) < 2:
         return None, None
-    per_job.sort(key=lambda x: x[0])
     (slow, slow_seed, slow_iters), (fast, fast_seed, fast_iters) = per_job[0], per_job[-1]
     median = float(np.median([r for r, _, _ in per_job]))
     spread = (fast - slow) / median
@@ -160,47 +159,31 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
             continue
         info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
-        threads = fp.get("num_threads")
-        threads = int(threads) if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0 else 1
+        threads = positive_int(fp.get("num_threads")) or 1
         group = rec.get("group") if isinstance(rec.get("group"), dict) else {}
         if group.get("jobs") and group["jobs"][0] != info.get("num"):
             threads = 0  # seeds_per_job: its group's first seed's process kept these threads busy, counted once
         # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;
         # local jobs share the launching process's affinity mask (usable_cpus)
         cores = fp.get("cpu_count") if info.get("slurm_job_id") else fp.get("usable_cpus") or fp.get("cpu_count")
-        capacity = int(cores) if isinstance(cores, int) and not isinstance(cores, bool) and cores > 0 else 0
-        out.append(Span(job, start, end, host, threads, capacity))
+        out.append(Span(job, start, end, host, threads, positive_int(cores)))
     return out
 
 
-class _Load:
-    """The jobs running on one host (or on all of them) at each moment a job started there.
+def _load(spans_: Sequence[Span]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every start time, ascending, with the busy threads and the running jobs then.
 
     A sweep line over the spans' starts and ends (half-open: a job runs from its start up to,
     not including, its end), so a 1,000-job sweep is not compared pair by pair.
     """
-
-    def __init__(self, spans_: Sequence[Span]) -> None:
-        by_start = sorted(spans_, key=lambda s: s.start)
-        by_end = sorted(spans_, key=lambda s: s.end)
-        self._starts = np.array([s.start for s in by_start])
-        self._ends = np.array([s.end for s in by_end])
-        self._threads_started = np.concatenate([[0], np.cumsum([s.threads for s in by_start])])
-        self._threads_ended = np.concatenate([[0], np.cumsum([s.threads for s in by_end])])
-        #: every start time, ascending, with the busy threads and running jobs then
-        self.times = np.unique(self._starts)
-        started = np.searchsorted(self._starts, self.times, side="right")
-        ended = np.searchsorted(self._ends, self.times, side="right")  # end >= start: only started jobs end
-        self.busy = self._threads_started[started] - self._threads_ended[ended]
-        self.jobs = started - ended
-
-    def peak(self, start: float, end: float) -> tuple[int, int]:
-        """The most busy threads at a start time in ``[start, end)`` (``start`` itself included), and
-        the jobs running at the first moment with that many."""
-        lo = int(np.searchsorted(self.times, start, side="left"))
-        hi = max(lo + 1, int(np.searchsorted(self.times, end, side="left")))
-        i = lo + int(np.argmax(self.busy[lo:hi]))
-        return int(self.busy[i]), int(self.jobs[i])
+    by_start, by_end = sorted(spans_, key=lambda s: s.start), sorted(spans_, key=lambda s: s.end)
+    starts, ends = np.array([s.start for s in by_start]), np.array([s.end for s in by_end])
+    threads_started = np.concatenate([[0], np.cumsum([s.threads for s in by_start])])
+    threads_ended = np.concatenate([[0], np.cumsum([s.threads for s in by_end])])
+    times = np.unique(starts)
+    started = np.searchsorted(starts, times, side="right")
+    ended = np.searchsorted(ends, times, side="right")  # end >= start: only started jobs end
+    return times, threads_started[started] - threads_ended[ended], started - ended
 
 
 def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
@@ -214,12 +197,15 @@ def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
     for s in all_spans:
         hosts.setdefault(s.host, []).append(s)
     for host_spans in hosts.values():
-        load = _Load(host_spans)
+        times, busy, running_jobs = _load(host_spans)
         for s in host_spans:
             if s.capacity <= 0:
                 continue
-            if s.end > s.start:
-                peak, peak_jobs = load.peak(s.start, s.end)
+            if s.end > s.start:  # the most busy threads at a start time in [start, end), and the jobs then
+                lo = int(np.searchsorted(times, s.start, side="left"))
+                hi = max(lo + 1, int(np.searchsorted(times, s.end, side="left")))
+                i = lo + int(np.argmax(busy[lo:hi]))
+                peak, peak_jobs = int(busy[i]), int(running_jobs[i])
             else:  # ran for no time: only jobs that started before it and ran on count
                 running = [o for o in host_spans if o.start < s.start < o.end]
                 peak, peak_jobs = sum(o.threads for o in running), len(running)
@@ -232,7 +218,7 @@ def oversubscribed(all_spans: Sequence[Span]) -> dict[int, str]:
 def max_concurrent(all_spans: Sequence[Span]) -> int:
     """The most jobs' processes running at one moment (any host): seeds trained together count once."""
     processes = [s for s in all_spans if s.threads > 0]
-    return int(_Load(processes).jobs.max()) if processes else 0
+    return int(_load(processes)[2].max()) if processes else 0
 
 
 def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
@@ -252,13 +238,8 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     cells = [tuple(s.job.key.get(d, UNKNOWN) for d in dims) for s in timed]
     seeds = [s.job.seed for s in timed]
 
-    def contiguous(seq: list[Any]) -> bool:
-        seen: set[Any] = set()
-        for i, v in enumerate(seq):
-            if v in seen and seq[i - 1] != v:
-                return False
-            seen.add(v)
-        return True
+    def contiguous(seq: list[Any]) -> bool:  # each value's occurrences in one run
+        return sum(1 for _ in itertools.groupby(seq)) == len(set(seq))
 
     n_cells, n_seeds = len(set(cells)), len(set(seeds))
     at_once = ("one job at a time" if concurrent <= 1 else f"up to {concurrent} jobs at once") + (

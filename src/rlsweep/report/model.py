@@ -132,7 +132,6 @@ class Job:
         job_dir: The job's output folder, or None for a job that never started.
         result_path: Path of ``result.json``, or None when there is none.
         record: The parsed ``result.json`` (empty for missing or unreadable jobs).
-        raw_status: The status string as written in the record (or why there is none).
         error_line: Last line of the error traceback for failed jobs.
         key: The job's cell dimensions (dimension -> normalised value).
     """
@@ -144,7 +143,6 @@ class Job:
     job_dir: Path | None = None
     result_path: Path | None = None
     record: dict[str, Any] = field(default_factory=dict, repr=False)
-    raw_status: str = ""
     error_line: str | None = None
     key: dict[str, str] = field(default_factory=dict)
 
@@ -379,24 +377,14 @@ class Report:
     prepared: dict[str, Any] | None = None  # the sweep's prepare.json (rlsweep.prepare), None without one
 
     @property
-    def n_ok(self) -> int:
-        """Number of ok jobs."""
-        return sum(c.n_ok for c in self.cells)
-
-    @property
     def counts(self) -> dict[str, int]:
         """Jobs per status: ok, failed (interrupted included), interrupted, missing."""
         return {
-            "ok": self.n_ok,
+            "ok": sum(c.n_ok for c in self.cells),
             "failed": sum(c.n_failed for c in self.cells),
             "interrupted": sum(c.n_interrupted for c in self.cells),
             "missing": sum(c.n_missing for c in self.cells),
         }
-
-    @property
-    def baseline_text(self) -> str:
-        """The baseline as ``key=value ...`` (``(any)`` when nothing is pinned)."""
-        return spec_text(self.baseline_spec)
 
     @property
     def baseline_why(self) -> str:

@@ -35,13 +35,6 @@ def png_bytes(fig: Any | None) -> bytes | None:
     return buf.getvalue()
 
 
-def _colormap(n: int) -> list[Any]:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "viridis"]
-    return [cmap(i if n <= 10 else i / max(1, n - 1)) for i in range(n)]
-
-
 #: the two measures of ratio.png, one colour each (the legend names them)
 STEADY_COLOR = "#4c72b0"
 END_TO_END_COLOR = "#dd8452"
@@ -163,9 +156,11 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 def cell_styles(n: int) -> list[dict[str, Any]]:
     """One (colour, line style, marker) per cell, no two alike, so that cells with identical
     curves stay apart: a dashed line over a solid one and their markers at different points."""
-    colors = _colormap(n)
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "viridis"]
     return [
-        {"color": colors[i], "linestyle": LINE_STYLES[i % len(LINE_STYLES)],
+        {"color": cmap(i if n <= 10 else i / max(1, n - 1)), "linestyle": LINE_STYLES[i % len(LINE_STYLES)],
          "linewidth": 2.8 - 0.5 * (i % len(LINE_STYLES)),  # a wider line shows around a narrower one on top
          "marker": MARKERS[i % len(MARKERS)], "markevery": (0.02 * (i % 5), 0.1)}  # markers of one curve apart
         for i in range(n)
@@ -201,21 +196,18 @@ def learning_figure(report: Report) -> Any | None:
             pairs = [(c[x_key], c["episode_return"]) for c in cell.curves]
             lines = [np.column_stack([np.asarray(x, dtype=float), np.asarray(y, dtype=float)])
                      for x, y in pairs if len(x) == len(y) and len(x) > 0]
-            band = _median_band(pairs) if several else None
-            if band is not None:
+            if not lines:
+                continue
+            if len(lines) > 1:  # each seed thin (and the median bold, if the seeds are long enough for one)
                 ax.add_collection(LineCollection(lines, colors=[style["color"]], linestyles=style["linestyle"],
                                                  alpha=0.3, linewidths=0.7))
+            band = _median_band(pairs) if several else None
+            if band is not None:
                 grid_x, med, q25, q75 = band
                 ax.fill_between(grid_x, q25, q75, color=style["color"], alpha=0.15, linewidth=0)
-                bold = (grid_x, med)
-            elif lines:
-                if len(lines) > 1:  # seeds too short for a median: each one thin
-                    ax.add_collection(LineCollection(lines, colors=[style["color"]],
-                                                     linestyles=style["linestyle"], alpha=0.3, linewidths=0.7))
-                bold = (lines[0][:, 0], lines[0][:, 1])
+                ax.plot(grid_x, med, markersize=5, **style)
             else:
-                continue
-            ax.plot(*bold, markersize=5, **style)
+                ax.plot(lines[0][:, 0], lines[0][:, 1], markersize=5, **style)
         what = f"median of {len(cell.curves)} seeds" if several else "1 seed"
         handles.append(Line2D([], [], markersize=5, label=f"{label} ({what})", **style))
     handles.append(Line2D([], [], color="grey", alpha=0.5, linewidth=0.7,

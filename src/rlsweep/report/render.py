@@ -21,6 +21,7 @@ from rlsweep.report.model import (
     PHASES,
     CellSummary,
     Report,
+    spec_text,
 )
 
 
@@ -53,8 +54,9 @@ def _ratio_text(cell: CellSummary) -> str:
     return text + " (not clean)" if cell.ratio is not None and cell.ratio_clean is False else text
 
 
-def _flags_text(cell: CellSummary) -> str:
-    return ", ".join(cell.flags)
+def _unclean(cell: CellSummary) -> str | None:
+    """Why the cell's ratio is not clean (its measurement flags, or its baseline's), None when clean."""
+    return (", ".join(cell.flags) or "baseline flagged") if cell.flags or cell.ratio_clean is False else None
 
 
 def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
@@ -65,11 +67,8 @@ def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
             name, _, reason = entry.partition(": ")
             groups.setdefault(f"{name} n/a: {reason}", []).append(cell.label)
     with_records = [c for c in report.cells if c.n_ok + c.n_failed > 0]
-    out = []
-    for text, labels in groups.items():
-        where = "all cells" if len(labels) == len(with_records) > 1 else ", ".join(labels)
-        out.append((text, where))
-    return out
+    return [(text, "all cells" if len(labels) == len(with_records) > 1 else ", ".join(labels))
+            for text, labels in groups.items()]
 
 
 # ---------------------------------------------------------------------------- terminal
@@ -98,14 +97,10 @@ def _short_ratio(ratio: float | None, low: float | None, high: float | None, bas
     return f"{ratio:.2f}{unit} [{low:.2f}, {high:.2f}]"
 
 
-def _not_clean(cell: CellSummary) -> bool:
-    return bool(cell.flags) or cell.ratio_clean is False
-
-
 def _short_flags(cell: CellSummary) -> str:
     """The flags column: only the marks; their reasons go to the notes under the table."""
     marks = []
-    if _not_clean(cell):
+    if _unclean(cell):
         marks.append("NOT CLEAN")
     if cell.learning_flag:
         marks.append("LEARNING")
@@ -118,10 +113,8 @@ def cell_marks(cell: CellSummary, learning: str = "LEARNING") -> list[str]:
     """The marks the verdict and ratio.png put on a cell: NOT CLEAN (a measurement flag on it or its
     baseline) and ``learning`` (its final return differs from the baseline's)."""
     marks = []
-    if cell.flags:
-        marks.append(f"NOT CLEAN ({_flags_text(cell)})")
-    elif cell.ratio_clean is False:
-        marks.append("NOT CLEAN (baseline flagged)")
+    if why := _unclean(cell):
+        marks.append(f"NOT CLEAN ({why})")
     if cell.learning_flag:
         marks.append(learning)
     return marks
@@ -156,9 +149,8 @@ def verdict_lines(report: Report) -> list[str]:
     ]
     top = next((e for e in report.marginal_effects if e.rank == 1), None)
     if top is not None and top.effect is not None:
-        ci = f" [{top.ci_low:.2f}, {top.ci_high:.2f}]" if top.ci_low is not None and top.ci_high is not None else ""
         clean = "" if top.clean is not False else ", NOT CLEAN"
-        lines.append(f"Toggle that pays most: {top.label}: {top.effect:.2f}x{ci} steady "
+        lines.append(f"Toggle that pays most: {top.label}: {_short_ratio(top.effect, top.ci_low, top.ci_high, False, 'x')} steady "
                      f"(geometric mean over {top.n_pairs} pair{'s' if top.n_pairs != 1 else ''}{clean})")
     return lines
 
@@ -172,21 +164,16 @@ def _compile_text(cell: CellSummary) -> str:
 def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     header = ["cell", "ok", "steps/s", "steady [95% CI]", "end to end [95% CI]", "compile s", "return",
               "flags"]
-    rows = []
-    for cell in report.cells:
-        rows.append(
-            [
-                ("* " if cell.is_baseline else "  ") + cell.label,
-                f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
-                _fmt(cell.env_steps_per_s, ".1f"),
-                _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
-                _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high,
-                             cell.is_baseline),
-                _compile_text(cell),
-                _fmt(cell.final_return_median, ".4g"),
-                _short_flags(cell),
-            ]
-        )
+    rows = [[
+        ("* " if cell.is_baseline else "  ") + cell.label,
+        f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
+        _fmt(cell.env_steps_per_s, ".1f"),
+        _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
+        _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high, cell.is_baseline),
+        _compile_text(cell),
+        _fmt(cell.final_return_median, ".4g"),
+        _short_flags(cell),
+    ] for cell in report.cells]
     return header, rows
 
 
@@ -302,8 +289,8 @@ def _terminal_details(report: Report) -> list[str]:
             details.append(f"  {cell.label}: no ratio: {cell.ratio_note}")
         if cell.learning_flag:
             details.append(f"  {cell.label}: LEARNING differs: {cell.learning_note}")
-        if _not_clean(cell):
-            details.append(f"  {cell.label}: NOT CLEAN: {_flags_text(cell) or 'baseline flagged'}")
+        if why := _unclean(cell):
+            details.append(f"  {cell.label}: NOT CLEAN: {why}")
             details += [f"      {note}" for note in cell.flag_notes]
         if cell.break_even_note:
             details.append(f"  {cell.label}: {cell.break_even_note}")
@@ -416,7 +403,7 @@ def _md_intro(report: Report) -> list[str]:
         f"# Sweep report: `{report.sweep_dir}`", "",
         f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
         f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
-        f"Baseline: `{report.baseline_text}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
+        f"Baseline: `{spec_text(report.baseline_spec)}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
         "\n\n".join(verdict_lines(report)), "",
         "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
     ]
@@ -457,7 +444,7 @@ def _md_cell_row(cell: CellSummary) -> list[str]:
         "-" if base else _ci_text(cell.ci_low, cell.ci_high), cell.ci_method or "-",
         _fmt(cell.end_to_end_ratio, ".3f"),
         "-" if base else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
-        _fmt(cell.wall_s, ".1f"), _flags_text(cell) or "-",
+        _fmt(cell.wall_s, ".1f"), ", ".join(cell.flags) or "-",
         *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
         _fmt(cell.compile_s, ".2f"), _fmt(cell.cold_compile_s, ".2f"), "; ".join(cell.start_states) or "-",
         _fmt(cell.graph_breaks, "d"), _fmt(cell.recompiles, "d"), _return_text(cell),
@@ -479,9 +466,7 @@ def _md_effects(report: Report) -> list[str]:
 
 def _md_fingerprints(report: Report) -> list[str]:
     fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
-    lines = [f"- `{fp}`" for fp in sorted(fps)]
-    fp_notes = [n for n in report.notes if "fingerprint" in n]
-    lines += [f"- {n}" for n in fp_notes]
+    lines = [f"- `{fp}`" for fp in sorted(fps)] + [f"- {n}" for n in report.notes if "fingerprint" in n]
     return lines or ["No fingerprints recorded."]
 
 
@@ -532,8 +517,8 @@ def _flag_lines(report: Report) -> list[str]:
     """The flagged cells with their reasons, then each job's drift (first vs last third)."""
     lines = []
     for cell in report.cells:
-        if cell.flags or cell.ratio_clean is False:
-            lines.append(f"- **{cell.label}** ({_flags_text(cell) or 'baseline flagged'}): "
+        if why := _unclean(cell):
+            lines.append(f"- **{cell.label}** ({why}): "
                          + "; ".join(_md_text(n) for n in cell.flag_notes))
     if not lines:
         lines.append("No cell flagged: every ratio above is clean by these checks.")

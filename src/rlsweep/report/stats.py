@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from rlsweep import prepare
 from rlsweep.bootstrap import interval, ratio_samples
 from rlsweep.records import STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK
 from rlsweep.report import measurement
-from rlsweep.report.measurement import finite, section
+from rlsweep.report.measurement import finite, positive_int, section
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
@@ -135,32 +136,17 @@ def _mark_baseline(cell: CellSummary) -> None:
 
 def _casualties(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[Casualty]:
     """One entry per job that did not finish ok, with where to look."""
-    out = []
-    for job in jobs:
-        if job.status == STATUS_OK:
-            continue
-        where = job.job_dir or job.result_path
-        out.append(Casualty(
-            cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)],
-            seed=job.seed,
-            status=job.status,
-            detail=job.error_line or "",
-            where=str(where) if where else f"job {job.num} (never started)",
-        ))
-    return out
+    return [Casualty(cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)], seed=job.seed, status=job.status,
+                     detail=job.error_line or "", where=str(job.job_dir or job.result_path or f"job {job.num} (never started)"))
+            for job in jobs if job.status != STATUS_OK]
 
 
 def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: dict[str, Any] | None) -> None:
     """Each cell's cold compile (from the sweep's preparation) and the states its jobs started in;
-    flag every cell when the sweep's jobs did not all start alike (see FLAG_STATE in FLAG_RULE).
-
-    Mixed process states (a first run of a process among later ones) make every job's end-to-end
-    time depend on which job ran first; mixed compile-cache states among compiled jobs make every
-    compiled cell's compile time depend on which compiled first. Records without the measurement
-    section (older rlsweep) are not judged.
-    """
-    processes: dict[str, int] = {}
-    caches: dict[str, int] = {}
+    flag every cell when the sweep's jobs did not all start alike (FLAG_STATE in FLAG_RULE).
+    Records without the measurement section (older rlsweep) are not judged."""
+    processes: Counter[str] = Counter()
+    caches: Counter[str] = Counter()
     compiled: set[int] = set()
     for cell, jobs in zip(cells, groups):
         entry = prepare.cell_entry(prepared, jobs[0].overrides) if jobs else None
@@ -172,16 +158,16 @@ def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: d
             if job.status != STATUS_OK or not state.get("process"):
                 continue
             process, cache = str(state["process"]), state.get("compile_cache")
-            processes[process] = processes.get(process, 0) + 1
+            processes[process] += 1
             if cache:
-                caches[str(cache)] = caches.get(str(cache), 0) + 1
+                caches[str(cache)] += 1
                 compiled.add(id(cell))
             text = f"{process} process" + (f", {cache} compile cache" if cache else "")
             if text not in cell.start_states:
                 cell.start_states.append(text)
 
-    def counts(d: dict[str, int]) -> str:
-        return ", ".join(f"{k} x{n}" for k, n in sorted(d.items()))
+    def counts(c: Counter[str]) -> str:
+        return ", ".join(f"{k} x{n}" for k, n in sorted(c.items()))
 
     notes = []
     if len(processes) > 1:
@@ -207,25 +193,19 @@ def _flag(cell: CellSummary, kind: str, *notes: str) -> None:
 # ----------------------------------------------------------------------------- cells
 
 
-def _append_num(values: list[float], value: Any) -> bool:
-    """Append value when it is a finite number; returns whether it was."""
-    number = finite(value)
-    if number is not None:
-        values.append(number)
-    return number is not None
+def _numbers(jobs: Sequence[Job], name: str, key: str) -> list[float]:
+    """The finite ``record[name][key]`` of each job that has one."""
+    return [v for job in jobs if (v := finite(section(job.record, name).get(key))) is not None]
 
 
 def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
-    """Graph-break, recompile and CUDA-graph-skip reasons of the jobs' compiled functions, identical ones merged.
-
-    See :class:`CellSummary` (``compile_reasons``) for the shape. Every job with a record
-    counts, failed ones included.
-    """
+    """Graph-break, recompile and CUDA-graph-skip reasons of the jobs' compiled functions (failed jobs'
+    too), identical ones merged; the shape: :class:`CellSummary` (``compile_reasons``)."""
     merged: dict[str, dict[str, dict[tuple[Any, ...], dict[str, Any]]]] = {}
-    dropped: dict[str, int] = {}
+    dropped: Counter[str] = Counter()
     kinds = (("graph_breaks", "graph_break_reasons"), ("recompiles", "recompile_reasons"),
              ("cudagraph_skips", "cudagraph_skip_reasons"))
-    skips: dict[str, int] = {}
+    skips: Counter[str] = Counter()
     for job in jobs:
         per_function = section(section(job.record, "compile"), "per_function")
         for name, fn in per_function.items():
@@ -246,20 +226,15 @@ def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
                     if key not in seen:
                         seen.add(key)
                         out["jobs"] += 1
-            n_skips = fn.get("cudagraph_skips")
-            if isinstance(n_skips, int) and not isinstance(n_skips, bool) and n_skips > 0:
-                skips[str(name)] = skips.get(str(name), 0) + n_skips
-            extra = fn.get("reasons_dropped")
-            if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
-                dropped[str(name)] = dropped.get(str(name), 0) + extra
+            if n_skips := positive_int(fn.get("cudagraph_skips")):
+                skips[str(name)] += n_skips
+            if extra := positive_int(fn.get("reasons_dropped")):
+                dropped[str(name)] += extra
     result: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys([*merged, *dropped, *skips]):
         tables = merged.get(name, {})
-        result[name] = {
-            kind: sorted(tables.get(kind, {}).values(), key=lambda e: -e["count"]) for kind, _ in kinds
-        }
-        result[name]["reasons_dropped"] = dropped.get(name, 0)
-        result[name]["cudagraph_skip_count"] = skips.get(name, 0)
+        result[name] = {kind: sorted(tables.get(kind, {}).values(), key=lambda e: -e["count"]) for kind, _ in kinds}
+        result[name].update(reasons_dropped=dropped[name], cudagraph_skip_count=skips[name])
     return result
 
 
@@ -291,13 +266,6 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.n_missing = sum(j.status == STATUS_MISSING for j in jobs)
     cell.seeds_ok = [j.seed if j.seed is not None else UNKNOWN for j in ok]
 
-    updates: list[float] = []
-    compile_s: list[float] = []
-    breaks: list[float] = []
-    recompiles: list[float] = []
-    returns: list[float] = []
-    eval_sds: list[float] = []
-    eval_returns: list[float] = []
     steps: list[float] = []
     fixed: list[float] = []
     for job in ok:
@@ -309,41 +277,27 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
         _note_drift(cell, job)
-        thr, comp, learn = (section(rec, name) for name in ("throughput", "compile", "learning"))
         if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
         cell.iteration_env_steps_per_s += measurement.iteration_rates(job)
-        _append_num(updates, thr.get("updates_per_s"))
-        _append_num(compile_s, comp.get("compile_s"))
-        _append_num(breaks, comp.get("graph_breaks"))
-        _append_num(recompiles, comp.get("recompiles"))
-        if _append_num(returns, learn.get("final_return")):
-            _append_num(eval_sds, learn.get("final_return_std"))
-            eval_returns = [r for r in (finite(v) for v in learn.get("eval_returns") or []) if r is not None]
-        curve = section(learn, "curve")
+        curve = section(section(rec, "learning"), "curve")
         if curve.get("episode_return"):
             series = ("env_steps", "wall_s", "episode_return")
             cell.curves.append({"seed": job.seed, **{k: list(curve.get(k) or []) for k in series}})
     _summarise_phases(cell, [section(j.record, "timings") for j in ok])
     cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
-    cell.updates_per_s = _median(updates)
-    cell.compile_s = _median(compile_s)
-    cell.graph_breaks = int(max(breaks)) if breaks else None
-    cell.recompiles = int(max(recompiles)) if recompiles else None
+    cell.updates_per_s = _median(_numbers(ok, "throughput", "updates_per_s"))
+    cell.compile_s = _median(_numbers(ok, "compile", "compile_s"))
+    cell.graph_breaks = max(map(int, _numbers(ok, "compile", "graph_breaks")), default=None)
+    cell.recompiles = max(map(int, _numbers(ok, "compile", "recompiles")), default=None)
     cell.compile_reasons = _compile_reasons(jobs)
-    _summarise_returns(cell, returns, eval_returns)
+    _summarise_returns(cell, ok)
     cell.wall_s = _median(cell.wall_s_seeds)
     cell.env_steps = _median(steps)
     cell.fixed_cost_s = _median(fixed)
     disagree, note = measurement.seeds_disagree(ok)
     if disagree and note:
         _flag(cell, FLAG_SEEDS, note)
-    if len(returns) >= 2:
-        cell.final_return_spread = float(np.std(returns, ddof=1))
-        cell.final_return_spread_kind = "seed_sd"
-    elif len(returns) == 1 and eval_sds:
-        cell.final_return_spread = eval_sds[0]
-        cell.final_return_spread_kind = "eval_sd"
     _note_jobs(cell, jobs)
     _cell_fingerprint(cell, ok)
     return cell
@@ -366,11 +320,19 @@ def _note_drift(cell: CellSummary, job: Job) -> None:
             f"(2 standard errors over {drift['n_iterations']} iterations)"))
 
 
-def _summarise_returns(cell: CellSummary, returns: list[float], eval_returns: list[float]) -> None:
-    """Median final return and its interquartile range over seeds (one seed: over its eval episodes)."""
-    cell.final_returns = returns
+def _summarise_returns(cell: CellSummary, ok: list[Job]) -> None:
+    """Median final return, its noise (the learning check's) and its interquartile range over seeds
+    (one seed: over its eval episodes)."""
+    learned = [j for j in ok if finite(section(j.record, "learning").get("final_return")) is not None]
+    returns = cell.final_returns = _numbers(learned, "learning", "final_return")
     cell.final_return_median = _median(returns)
-    iqr_over = returns if len(returns) >= 2 else eval_returns if len(returns) == 1 else []
+    eval_sds = _numbers(learned, "learning", "final_return_std")
+    if len(returns) >= 2:
+        cell.final_return_spread, cell.final_return_spread_kind = float(np.std(returns, ddof=1)), "seed_sd"
+    elif len(returns) == 1 and eval_sds:
+        cell.final_return_spread, cell.final_return_spread_kind = eval_sds[0], "eval_sd"
+    eval_returns = section(learned[-1].record, "learning").get("eval_returns") if learned else None
+    iqr_over = returns if len(returns) >= 2 else [r for r in map(finite, eval_returns or []) if r is not None]
     if iqr_over:
         cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
         cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
@@ -403,12 +365,10 @@ def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
     """Median over seeds of each phase's median_ms and total_s (total from count if absent)."""
     for phase in PHASES:
         medians, totals = [], []
-        for t in timings:
-            entry = section(t, phase)
-            med = finite(entry.get("median_ms"))
+        for entry in (section(t, phase) for t in timings):
+            med, total = finite(entry.get("median_ms")), finite(entry.get("total_s"))
             if med is not None:
                 medians.append(med)
-            total = finite(entry.get("total_s"))
             if total is None and med is not None and finite(entry.get("count")) is not None:
                 total = med * float(entry["count"]) / 1000.0
             if total is not None:
@@ -552,13 +512,12 @@ def _fallback_defaults(cells: list[CellSummary], spec: dict[str, str], user: set
     ``compile=default`` (values ordered as the toggle lists them, else alphabetically). Values
     the user chose with ``--baseline`` are never replaced.
     """
-    order = TOGGLE_VALUE_ORDER
     out = dict(spec)
     for dim, value in spec.items():
         present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}
         if dim in user or value in present or not present:
             continue
-        known = order.get(dim, ())
+        known = TOGGLE_VALUE_ORDER.get(dim, ())
         out[dim] = sorted(present, key=lambda v: (known.index(v) if v in known else len(known), v))[0]
     return out
 
@@ -670,10 +629,8 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
 
 def _ratio_samples(cell: CellSummary, base: CellSummary, rng: np.random.Generator,
                    n: int) -> tuple[np.ndarray | None, str | None]:
-    """Bootstrap samples of median(cell) / median(base) and the method used.
-
-    Independent resampling: two cells are separate jobs (own seeds, own iteration counts).
-    """
+    """Bootstrap samples of median(cell) / median(base) (independent: two cells are separate jobs) and
+    the method used: over seeds when both cells have two, else over iterations."""
     if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
         x, y, method = cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, "seeds"
     else:

@@ -29,14 +29,9 @@ def wandb_group(sweep_dir: str | os.PathLike[str], group: str | None) -> str:
 
 
 def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
-    """Where the sweep's jobs logged to W&B, read from their result records.
-
-    The first record whose W&B mode is offline or online gives the mode, project, entity, folder
-    and group: as the job resolved them (``record["logging"]``, the config and W&B's environment
-    variables of the job), else from its ``config.logger`` (records written before the job resolved
-    them, see :func:`rlsweep.tracking.resolved_logger`). None when no job logged to W&B
-    (``disabled``, or no readable record).
-    """
+    """Where the sweep's jobs logged to W&B: the first record with an offline or online mode, as the
+    job resolved it (``record["logging"]``), else resolved from its ``config.logger`` (older records).
+    None when no job logged to W&B."""
     for job in jobs:
         config = job.record.get("config")
         logger = config.get("logger") if isinstance(config, dict) else None
@@ -99,12 +94,10 @@ def _drop_older_offline_copies(run_dir: Path, run_id: str) -> None:
 def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
     """Log the report as one run (job_type "report") in the jobs' project and group.
 
-    The run's id comes from the report folder, so the report of a sweep made again (another
-    baseline, more jobs after a resume) updates the same W&B run; offline, the new copy replaces
-    the earlier one on disk once it is written.
-
-    Logs ``report/cells`` (the columns of summary.csv), ``report/marginal_effects`` and each
-    PNG in ``files`` as ``plots/<name>``; the counts and toggle effects go to the summary.
+    The run's id comes from the report folder, so a report made again updates the same W&B run
+    (offline: its new copy replaces the earlier one on disk). Logs ``report/cells`` (summary.csv's
+    columns), ``report/marginal_effects`` and the PNGs as ``plots/<name>``; counts and toggle
+    effects go to the run's summary.
 
     Args:
         report: The computed report; ``report.wandb`` says where (None: nothing is logged).

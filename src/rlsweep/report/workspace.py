@@ -1,23 +1,9 @@
 """A W&B workspace (a saved view of the project) for one sweep, built with ``wandb-workspaces``.
 
-The view shows the sweep's training runs (its W&B group, job_type ``train``), grouped by the
-dimensions the sweep varied, with one section per question the report answers:
-
-- Throughput: steady-state env-steps/s per cell, the per-iteration rate against env steps,
-  updates/s and whole-job wall time.
-- Time per phase: the median milliseconds of each phase (one panel per phase: their scales differ
-  by orders of magnitude).
-- Compile: compile seconds, graph breaks, recompiles.
-- Learning: the training-episode return against env steps, and the final (evaluation) return.
-- Toggles -> outcome: a parallel-coordinates panel from the varied dimensions to throughput and
-  final return.
-
-A grouped bar shows the cell's median over its runs (seeds) with the min-max range: the closest a
-W&B panel comes to the report's interval (a bootstrap the app cannot compute); the report's own
-ratios and intervals are in ``summary.md``. The definition is W&B's own view format (the library's
-``View`` model), written next to the report as ``wandb_workspace.json``; when the jobs logged
-online, the report also saves it to the project (``Workspace.save``) and prints its URL. A saved
-definition can be saved later, after ``wandb sync`` of offline runs:
+The sweep's training runs, grouped by the dimensions it varied, with one section per question the
+report answers; the sections and why a bar shows a median with its min-max range: docs/guide/wandb.md.
+Written next to the report as ``wandb_workspace.json``; saved to W&B when the jobs logged online, or
+later (after ``wandb sync`` of offline runs) with
 
     python -m rlsweep.report.workspace <sweep>/report/wandb_workspace.json [--entity E] [--project P]
 """

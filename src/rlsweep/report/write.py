@@ -17,14 +17,12 @@ from rlsweep.report.workspace import publish_workspace
 def write_report(
     report: Report, out_dir: str | os.PathLike[str], plots: bool = True, log_wandb: bool = True
 ) -> list[Path]:
-    """Write summary.csv, summary.md, report.json and (optionally) PNG plots.
+    """Write summary.csv, summary.md, report.json and (optionally) PNG plots, each atomically.
 
-    Each file is written atomically (temp file in ``out_dir`` + ``os.replace``). A plot
-    without data (e.g. every job failed) is skipped; the text outputs are still written.
-    When the sweep's jobs logged to W&B (``report.wandb``), the report is also logged as one
-    run in their group, written under ``<out_dir>/wandb/`` in offline mode, and the sweep's W&B
-    workspace is written as ``wandb_workspace.json`` (and saved to W&B when the jobs logged
-    online, see :mod:`rlsweep.report.workspace`); a W&B failure only prints a warning.
+    A plot without data (e.g. every job failed) is skipped. When the sweep's jobs logged to W&B,
+    the report is also logged as one run in their group (:func:`~rlsweep.report.wandb_log.log_report`)
+    and their workspace written (:func:`~rlsweep.report.workspace.publish_workspace`); a W&B failure
+    only prints a warning.
 
     Args:
         report: The computed report.
