@@ -118,3 +118,13 @@ def test_an_atomic_write_leaves_only_the_file_with_the_umasks_permissions(tmp_pa
         os.umask(old)
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
     assert stat.S_IMODE((tmp_path / "result.json").stat().st_mode) == 0o666 & ~umask
+
+
+def test_one_json_writer_for_records_and_the_report_turns_what_json_cannot_hold_into_values(tmp_path: Path) -> None:
+    import numpy as np
+
+    path = tmp_path / "r.json"
+    records.write_json_atomic(path, {"nan": float("nan"), "inf": np.float64("inf"), "n": np.int64(3),
+                                     "ok": np.bool_(True), "where": tmp_path, 1: (np.float32(0.5), [float("-inf")])})
+    assert json.loads(path.read_text()) == {"nan": None, "inf": None, "n": 3, "ok": True, "where": str(tmp_path),
+                                            "1": [0.5, [None]]}

@@ -38,15 +38,17 @@ RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "obj
 _NOT_JOBS = ("report", "wandb")
 
 
-def _jsonable(value: Any) -> Any:
-    """Replace non-finite floats (invalid JSON) by None, recursively."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+def jsonable(value: Any) -> Any:
+    """A JSON-ready copy, recursively: non-finite floats -> None (invalid JSON), paths -> str, numpy scalars -> Python."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
+        return [jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -82,7 +84,7 @@ def _new_temp_file(path: Path) -> tuple[int, str]:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
-    text = json.dumps(_jsonable(data), indent=2, allow_nan=False)
+    text = json.dumps(jsonable(data), indent=2, allow_nan=False)
     write_bytes_atomic(path, text.encode("utf-8"))
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from rlsweep.records import jsonable
 from rlsweep.report.overrides import norm_value
 from rlsweep.toggles import TOGGLES, baseline
 
@@ -399,7 +397,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready numbers (the content of report.json)."""
-        return json_clean(
+        return jsonable(
             {
                 "schema_version": SCHEMA_VERSION,
                 "sweep_dir": str(self.sweep_dir),
@@ -439,18 +437,3 @@ class Report:
 def spec_text(spec: dict[str, str]) -> str:
     """``key=value`` pairs joined by spaces, or ``(any)`` for an empty spec."""
     return " ".join(f"{k}={v}" for k, v in spec.items()) or "(any)"
-
-
-def json_clean(obj: Any) -> Any:
-    """JSON-ready copy: non-finite floats -> None, paths -> str, numpy scalars -> Python."""
-    if isinstance(obj, dict):
-        return {str(k): json_clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_clean(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, np.generic):
-        return json_clean(obj.item())
-    return obj
