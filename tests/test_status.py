@@ -204,6 +204,14 @@ def test_a_node_failure_and_a_memory_kill_seen_in_submitits_log_are_failures_wit
     assert record["status"] == "failed" and record["status_before"] == "running" and "out of memory" in record["error"]
 
 
+def test_a_started_job_that_sacct_still_lists_pending_is_running_not_requeued(tmp_path, monkeypatch) -> None:
+    # slurmdbd records a task's start a moment after the task starts: under load sacct says PENDING
+    # while the job's record already says running; a stale record of an earlier submission does not count
+    sweep = _sweep(tmp_path / "sweep", {0: _record(0, "running"), 1: _record(1, "running", slurm="69")}, n_jobs=2)
+    _fake_sacct(tmp_path, monkeypatch, "70_0|PENDING|0:0|None\n70_1|PENDING|0:0|None\n")
+    assert [j.state for j in st.sweep_status(sweep).jobs] == ["running", "requeued"]
+
+
 def test_parse_sacct_expands_pending_arrays_and_counts_requeues() -> None:
     states = st.parse_sacct("5_[0,2-4:2%1]|PENDING|0:0|JobArrayTaskLimit\n5_1|REQUEUED|0:0|None\n"
                             "5_1|REQUEUED|0:0|None\n5_1|RUNNING|0:0|None\n")

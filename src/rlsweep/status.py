@@ -250,6 +250,12 @@ def _killed_for_memory(sweep_dir: Path, slurm_job_id: str) -> bool:
 # ---------------------------------------------------------------------------------------------- resolve
 
 
+def _this_submission(record: dict[str, Any], slurm: SlurmState) -> bool:
+    """Whether the record was written by this Slurm job (not by an earlier submission of the sweep)."""
+    job = record.get("job") if isinstance(record.get("job"), dict) else {}
+    return str(job.get("slurm_job_id")) == slurm.job_id.split("_")[0]
+
+
 def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folder: Path | None,
             slurm: SlurmState | None, slurm_job_id: str | None = None) -> JobStatus:
     """One job's state from its record and Slurm's (either may be missing)."""
@@ -274,7 +280,9 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
             job.detail = _SLURM_FAILED_REASON[sstate]
         return job
     # no final record (none, running, interrupted): Slurm knows more, when there is Slurm
-    if sstate in ("PENDING",) and (status is not None or job.requeues):
+    if sstate == "PENDING" and status == RUNNING and not job.requeues and _this_submission(record, slurm):
+        sstate = "RUNNING"  # its first attempt wrote that it runs: sacct (slurmdbd) lags the controller
+    elif sstate == "PENDING" and (status is not None or job.requeues):
         sstate = "REQUEUED"  # pending again after an attempt: requeued, waiting to restart
     if sstate in _SLURM_ACTIVE:
         job.state = _SLURM_ACTIVE[sstate]
