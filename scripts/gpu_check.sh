@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The prepared device check: on one CUDA GPU, inside one deadline (GPU_CHECK_DEADLINE_S, default 540 s,
+# The prepared device check: on one CUDA GPU, inside one deadline (GPU_CHECK_DEADLINE_S: 540 s on a GPU,
 # so one lease of the device tool holds it with the machine's start), run in order of what is
 # least known without a GPU, each step capped by the time left:
-#   1. seeds_per_job on the issue's own cell (PPO CartPole 100k, one process per seed against 8 in one
-#      process, whole processes through submitit_local), then 32 seeds in one process,
-#   2. the cuda test tier (pytest -m cuda) and the claims bench (pin_memory per copy / staging / plain),
+#   1. the cuda test tier (pytest -m cuda): the product's GPU paths,
+#   2. seeds_per_job on the issue's own cell (PPO CartPole 100k, one process per seed against 8 in one
+#      process, whole processes through submitit_local), then 32 seeds in one process, and the claims
+#      bench (pin_memory per copy / staging / plain),
 #   3. DQN and SAC 8 seeds apart and together, compile modes with CUDA graphs, pin_memory x
 #      non_blocking in SAC, the Atari preset: as far as the deadline allows.
 # Every record, log and table lands in one folder (default $OUT, else ./gpu_results), archived as
@@ -47,7 +48,7 @@ fi
 
 STEPS="$DEST/steps.tsv"
 printf 'step\tstatus\tseconds\n' >"$STEPS"
-DEADLINE=$(( START + ${GPU_CHECK_DEADLINE_S:-540} ))
+DEADLINE=$(( START + ${GPU_CHECK_DEADLINE_S:-$([ "$DEVICE" = cuda ] && echo 540 || echo 1500)} ))
 pack() {  # the archive that comes back: records, logs and tables; checkpoints dropped
   find "$DEST/sweeps" -name '*.pt' -delete 2>/dev/null
   tar -C "$(dirname "$DEST")" -czf "$(dirname "$DEST")/gpu_results.tgz.part" gpu_results \
@@ -55,6 +56,8 @@ pack() {  # the archive that comes back: records, logs and tables; checkpoints d
 }
 step() {  # step NAME CAP_S COMMAND...: run one step within its cap and the time left; never stop the script
   local name=$1 cap=$2; shift 2
+  # GPU_CHECK_ONLY="cuda_tests ppo_seeds": only these steps (a rerun within what is left of a lease)
+  if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" ${name#sweep_} "* ]]; then return; fi
   local t0=$(date +%s) left=$(( DEADLINE - $(date +%s) - 15 ))
   [ "$left" -lt "$cap" ] && cap=$left
   if [ "$cap" -lt 20 ]; then printf '%s\tskipped (deadline)\t0\n' "$name" | tee -a "$STEPS"; return; fi
@@ -86,8 +89,8 @@ PY
 
 # On the GPU the sweeps are prepared as a user's are (one untimed cold compile per compiled cell, so the
 # timed jobs compare like with like); the CPU rehearsal skips that stage and shrinks every budget.
-if [ "$DEVICE" = cuda ]; then PPO=100000; DQN=20000; SAC=2000; SMOKE=20000; ATARI=20000; PREP=true; MANY=32
-else PPO=4096; DQN=2048; SAC=400; SMOKE=2048; ATARI=1024; PREP=false; MANY=4; fi
+if [ "$DEVICE" = cuda ]; then PPO=100000; DQN=20000; SAC=2000; SMOKE=20000; ATARI=20000; PREP=true; SEEDS=8; MANY=32
+else PPO=2048; DQN=1100; SAC=300; SMOKE=2048; ATARI=1024; PREP=false; SEEDS=2; MANY=3; fi
 # the bench's toggles that pay on every device (docs/results/seeds.md), one intra-op thread per job
 BEST=(compile=default "compile.functions=[update]" twin_modules=true backend.num_threads=1)
 
@@ -96,19 +99,20 @@ sweep() {  # sweep NAME CAP_S OVERRIDES...: a real multirun on $DEVICE
   step "sweep_$name" "$cap" "$PYTHON" -m sweeps.train -m "device=$DEVICE" "prepare=$PREP" progress=false \
     logger.mode=disabled "hydra.sweep.dir=$DEST/sweeps/$name" "$@"
 }
+step cuda_tests 120 "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$DEST/cuda_tests.xml" tests
 # seeds_per_job (docs/guide/seeds.md), as docs/results/seeds.md measured it on CPU: whole processes one
-# at a time (submitit_local), seed-major, so a cut-short sweep still holds both cells' first seeds
-APART=(hydra/launcher=submitit_local hydra.launcher.max_parallel=1)
+# at a time (submitit_local, whose jobs see only their gpus_per_node GPUs), seed-major, so a cut-short
+# sweep still holds both cells' first seeds
+APART=(hydra/launcher=submitit_local hydra.launcher.max_parallel=1 hydra.launcher.gpus_per_node=1)
 sweep ppo_seeds 240 experiment=sb3_ppo "total_env_steps=$PPO" "${BEST[@]}" "${APART[@]}" \
-  "seed=range(0,8)" seeds_per_job=1,8
+  "seed=range(0,$SEEDS)" "seeds_per_job=1,$SEEDS"
 sweep ppo_seeds_many 150 experiment=sb3_ppo "total_env_steps=$PPO" "${BEST[@]}" "${APART[@]}" \
   "seed=range(0,$MANY)" "seeds_per_job=$MANY"
-step cuda_tests 90 "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$DEST/cuda_tests.xml" tests
-step claims 60 "$PYTHON" -m sweeps.bench --claims --quick --out "$DEST/claims.json"
+step claims 120 "$PYTHON" -m sweeps.bench --claims --quick --out "$DEST/claims.json"
 sweep dqn_seeds 100 experiment=sb3_dqn "total_env_steps=$DQN" "${BEST[@]}" "${APART[@]}" \
-  "seed=range(0,8)" seeds_per_job=1,8
+  "seed=range(0,$SEEDS)" "seeds_per_job=1,$SEEDS"
 sweep sac_seeds 100 experiment=sb3_sac "total_env_steps=$SAC" "${BEST[@]}" "${APART[@]}" \
-  "seed=range(0,8)" seeds_per_job=1,8
+  "seed=range(0,$SEEDS)" "seeds_per_job=1,$SEEDS"
 sweep ppo_compile 120 experiment=smoke "total_env_steps=$SMOKE" compile=none,default,reduce-overhead seed=0,1
 sweep sac_copies 80 algo=sac env=pendulum "total_env_steps=$SAC" algo.learning_starts=200 \
   pin_memory=false,true,staging non_blocking=false,true

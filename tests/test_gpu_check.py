@@ -36,17 +36,19 @@ def test_without_a_gpu_it_says_so_and_runs_nothing(tmp_path: Path) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="there is a GPU: run the real check instead")
 def test_the_cpu_fallback_runs_every_step_and_packs_the_tables(tmp_path: Path) -> None:
     proc = subprocess.run(["bash", str(SCRIPT)], env={**os.environ, "OUT": str(tmp_path), "GPU_CHECK_ALLOW_CPU": "1"},
-                          capture_output=True, text=True, timeout=1200)
+                          capture_output=True, text=True, timeout=1600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     dest = tmp_path / "gpu_results"
     steps = dict(line.split("\t")[:2] for line in (dest / "steps.tsv").read_text().splitlines()[1:])
-    assert {"fingerprint", "cuda_tests", "claims", "sweep_ppo_compile", "report_ppo_compile", "sweep_sac_copies",
-            "report_sac_copies", "sweep_ppo_seeds", "report_ppo_seeds", "sweep_ppo_seeds_many"} <= set(steps)
+    sweeps = ("ppo_seeds", "ppo_seeds_many", "dqn_seeds", "sac_seeds", "ppo_compile", "sac_copies", "atari_ppo")
+    assert {"fingerprint", "cuda_tests", "claims", *(f"sweep_{name}" for name in sweeps)} == set(steps), steps
     # pytest -m cuda: every test skipped here, which pytest reports as exit 0 (5 when none is collected)
     assert all(rc == "0" for name, rc in steps.items() if name != "cuda_tests"), steps
     assert steps["cuda_tests"] in ("0", "5"), steps
+    for name in sweeps:  # every job left its record: the reports are made from them afterwards
+        jobs = [d for d in (dest / "sweeps" / name).iterdir() if d.name.isdigit()]
+        assert jobs and all((d / "result.json").is_file() for d in jobs), name
     with tarfile.open(tmp_path / "gpu_results.tgz") as tar:
         names = tar.getnames()
     assert "gpu_results/fingerprint.json" in names and "gpu_results/claims.json" in names
-    assert any(n.endswith("ppo_compile/report/summary.md") for n in names), names
-    assert any(n.endswith("ppo_seeds/report/summary.md") for n in names), names
+    assert all(f"gpu_results/sweeps/{name}/0/result.json" in names for name in sweeps), names

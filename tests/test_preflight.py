@@ -194,3 +194,33 @@ def test_a_resumed_200_job_sweep_compares_each_finished_job_with_its_own_config(
     assert "job 170 (" in proc.stderr and " experiment=smoke " in proc.stderr and " seed=170 " in proc.stderr
     assert "job 150" not in proc.stderr
     assert sorted(p.name for p in sweep.iterdir()) == ["150", "170"]
+
+
+@pytest.mark.parametrize(("launcher", "device", "gpus", "cuda_here", "refused"), [
+    ("submitit_local", "cuda", None, True, True),
+    ("submitit_local", "cuda:1", 1, True, True),  # CUDA_VISIBLE_DEVICES=0: no cuda:1 in the job
+    ("submitit_local", "auto", None, True, True),  # would train on the CPU without a word
+    ("submitit_local", "cuda", 1, True, False),
+    ("submitit_local", "auto", None, False, False),
+    ("submitit_local", "cpu", None, True, False),
+    ("basic", "cuda", None, True, False),  # the job is this process: it sees what this one sees
+])
+def test_a_submitit_local_job_is_not_sent_to_a_gpu_it_cannot_see(monkeypatch, launcher, device, gpus, cuda_here,
+                                                                   refused) -> None:
+    # submitit's local executor sets each job's CUDA_VISIBLE_DEVICES to its gpus_per_node GPUs (none
+    # by default): on the GPU machine every device=cuda job failed inside its process, recordless
+    import torch
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    over = [*BASE, f"hydra/launcher={launcher}", f"device={device}"]
+    if gpus is not None:
+        over.append(f"hydra.launcher.gpus_per_node={gpus}")
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        config = hydra_compose(config_name="config", overrides=over, return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_here)
+    error = hc._local_gpu_error(config, config)
+    assert (error is not None) == refused, error
+    if refused:
+        assert "hydra.launcher.gpus_per_node=" in error and "device=cpu" in error

@@ -257,6 +257,27 @@ def _launcher_errors(config: DictConfig) -> list[str]:
     return []
 
 
+def _local_gpu_error(config: DictConfig, cfg: DictConfig) -> str | None:
+    """A job that would train on a GPU its launcher hides: submitit's local executor sets each job's
+    CUDA_VISIBLE_DEVICES to its ``gpus_per_node`` GPUs, none unless asked (a job with device=cuda
+    fails, one with device=auto trains on the CPU)."""
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+    if target.rsplit(".", 1)[-1] != "LocalLauncher":
+        return None
+    device = str(OmegaConf.select(cfg, "device", default="auto"))
+    gpus = OmegaConf.select(config, "hydra.launcher.gpus_per_node", default=None) or 0
+    needed = int(device.split(":")[1]) + 1 if device.startswith("cuda:") else 1
+    if gpus >= needed or not (device.startswith("cuda") or device == "auto"):
+        return None
+    if device == "auto":
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+    return (f"device={device} under hydra/launcher=submitit_local needs hydra.launcher.gpus_per_node={needed} "
+            f"(submitit shows each job only its gpus_per_node GPUs, here {gpus}); or use device=cpu")
+
+
 def _output_dir_problem(path: str) -> str | None:
     """Why ``path`` cannot be the output folder (None: it can). Creates nothing that stays."""
     target = Path(path).expanduser().absolute()
@@ -459,6 +480,8 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
                 jobs.append(_Job(overrides, cell, seed))
                 continue
         cfg = _compose_checked(config, overrides, check_device=check_device)
+        if error := _local_gpu_error(config, cfg):
+            _fail([error], " ".join(overrides))
         own = _Cell(cfg, seed_only=not _refers_to(cfg, SEED_KEY))
         if (OmegaConf.select(cfg, "seeds_per_job", default=1) or 1) > 1 and (errors := _seeds_per_job_errors(config, own)):
             _fail(errors, " ".join(overrides))

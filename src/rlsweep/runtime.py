@@ -38,6 +38,18 @@ def make_twin(module: nn.Module) -> nn.Module:
     return twin.eval()
 
 
+def _outputs_cloned(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with its output tensors cloned. A CUDA graph writes every replay's outputs into the same
+    memory, and callers keep outputs past the next call (an epoch's update statistics, a rollout's
+    log-probabilities): torch raises on reading one a later replay overwrote."""
+    from torch.utils._pytree import tree_map_only
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return tree_map_only(torch.Tensor, torch.clone, fn(*args, **kwargs))
+
+    return call
+
+
 class Activation(nn.Module):
     """tanh or ReLU, in-place or not (the ``inplace`` toggle's place in every network)."""
 
@@ -242,6 +254,8 @@ class Runtime:
         assert self.compile_stats is not None
         # these modes capture CUDA graphs (inductor's triton.cudagraphs): count the graphs it skips
         cudagraphs = self.compile_mode in ("reduce-overhead", "max-autotune")
+        if cudagraphs and self.is_cuda:
+            compiled = _outputs_cloned(compiled)
         return self.compile_stats.wrap(compiled, name, cudagraphs=cudagraphs, before_first_call=self._vec_isa_ready)
 
     def _vec_isa_ready(self) -> None:

@@ -76,6 +76,8 @@ class ToggleContract:
     toggle: ClassVar[type[Toggle]]
     #: substring of the reason this setting gives on a CPU-only job (None: it applies on CPU)
     cpu_reason: ClassVar[str | None] = None
+    #: the tiny job (tiny_cfg's first argument) where the toggle applies on a CUDA device
+    cuda_job: ClassVar[str] = "ppo"
     #: its observable effect and float tolerance (rlsweep.testing.toggles.EFFECTS)
     effect: ClassVar[Effect]
 
@@ -169,5 +171,5 @@ class ToggleContract:
     @pytest.mark.cuda
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
     def test_applies_on_cuda(self) -> None:
-        out = train(tiny_cfg("ppo", *self.on, "device=cuda"))
-        assert out.toggles[self.toggle.name]["applied"]
+        out = train(tiny_cfg(self.cuda_job, *self.on, "device=cuda"))
+        assert out.toggles[self.toggle.name]["applied"], out.toggles[self.toggle.name]

@@ -12,6 +12,7 @@ class TestChannelsLast(ToggleContract):
     # the contract's default job (PPO on CartPole) has no convolution: there the toggle says so;
     # on the Atari jobs it applies on CPU too (test_acts[atari_ppo], test_acts_on_the_atari_cnn)
     cpu_reason = "no convolutional network"
+    cuda_job = "atari_ppo"
 
 
 def test_acts_on_the_atari_cnn() -> None:

@@ -258,3 +258,13 @@ def test_the_vector_isa_probe_thread_imports_nothing(tmp_path) -> None:
                           env={**__import__("os").environ, "TORCHINDUCTOR_VEC_ISA_OK": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("algo", ["ppo", "dqn", "sac"])
+def test_cuda_graph_modes_train_on_cuda(algo: str) -> None:
+    # a CUDA graph reuses its output memory at each replay: the algorithms keep outputs past the next
+    # call (PPO's epoch statistics), which torch refused on the first GPU run of compile=reduce-overhead
+    out = train(tiny_cfg(algo, "device=cuda", "compile=reduce-overhead"))
+    assert out.updates > 0 and out.compile["mode"] == "reduce-overhead"

@@ -96,7 +96,8 @@ def test_staging_pins_once_per_shape_and_learns_the_same(algo: str) -> None:
         staged = train(tiny_cfg(algo, "device=cuda", "pin_memory=staging", "non_blocking=true"))
     plain = train(tiny_cfg(algo, "device=cuda"))
     assert calls == 0  # the staging buffers are allocated pinned, never pinned per copy
-    assert staged.record()["learning"]["curve"] == plain.record()["learning"]["curve"]
+    curve = {k: v for k, v in staged.record()["learning"]["curve"].items() if k != "wall_s"}
+    assert curve == {k: v for k, v in plain.record()["learning"]["curve"].items() if k != "wall_s"}
 
 
 @pytest.mark.parametrize(("value", "pinned"), [(True, 1), (False, 0)])

@@ -131,7 +131,7 @@ class DQN(Algorithm):
     # -- acting ----------------------------------------------------------------------------------------
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return self.q(torch.as_tensor(obs, dtype=self.obs_dtype, device=self.device)).argmax(-1).cpu().numpy()
+            return self.rt.d2h(self.q(self.rt.h2d(obs, self.obs_dtype)).argmax(-1))
 
     # -- one iteration -------------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:

@@ -209,10 +209,10 @@ class PPO(Algorithm):
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            out = self.actor(torch.as_tensor(obs, dtype=self.obs_dtype, device=self.device))
+            out = self.actor(self.rt.h2d(obs, self.obs_dtype))
         if self.discrete:
-            return out.argmax(-1).cpu().numpy()
-        return np.clip(out.cpu().numpy(), self.act_low, self.act_high)
+            return self.rt.d2h(out.argmax(-1))
+        return np.clip(self.rt.d2h(out), self.act_low, self.act_high)
 
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
@@ -271,8 +271,7 @@ class PPO(Algorithm):
                 final = np.array(self.obs_host[step])
                 final[idx] = np.stack([info["final_obs"][i] for i in idx])
             with torch.no_grad():
-                value = self.critic(torch.as_tensor(final, dtype=self.obs_dtype, device=self.device)).squeeze(-1)
-            value = value.cpu().numpy()
+                value = self.rt.d2h(self.critic(self.rt.h2d(final, self.obs_dtype)).squeeze(-1))
             self.rew_host[step, idx] += self.a.gamma * (value if self.rt.seeds == 1 else value[idx])
         self.record_episodes(finished_episodes(info, by_env=True))
 

@@ -179,9 +179,9 @@ class SAC(Algorithm):
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
         """The mean action: the actor's sample with zero noise (``tanh(mean) * scale + bias``)."""
-        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        obs_t = self.rt.h2d(obs, torch.float32)
         with torch.no_grad():
-            return self.actor(obs_t, torch.zeros(len(obs), self.act_dim, device=self.device))[0].cpu().numpy()
+            return self.rt.d2h(self.actor(obs_t, torch.zeros(len(obs), self.act_dim, device=self.device))[0])
 
     # -- one iteration ----------------------------------------------------------------------------
     def iteration(self) -> dict[str, float]:
