@@ -184,3 +184,35 @@ def test_a_cells_smaller_last_group_starts_on_a_warm_cache(tmp_path: Path) -> No
     records = [json.loads((sweep / str(n) / "result.json").read_text()) for n in range(3)]
     assert [r["measurement"]["compile_cache"] for r in records] == ["warm"] * 3
     assert sorted(e["seeds"] for e in prepare.read_prepare(sweep)["cells"]) == [1, 2]
+
+
+def test_the_local_preparation_sees_the_gpus_the_jobs_see(tmp_path, monkeypatch) -> None:
+    # submitit's local executor shows a process only its gpus_per_node GPUs: on the GPU machine a
+    # preparation without them failed "No CUDA GPUs are available" and every job compiled cold
+    import submitit
+
+    made = []
+
+    class Done:
+        def done(self) -> bool:
+            return True
+
+        def result(self) -> str:
+            return "ok"
+
+    class Executor:
+        def __init__(self, folder: str) -> None:
+            self.params: dict = {}
+            made.append(self)
+
+        def update_parameters(self, **params) -> None:
+            self.params.update(params)
+
+        def submit(self, fn, *args) -> Done:
+            return Done()
+
+    monkeypatch.setattr(submitit, "LocalExecutor", Executor)
+    assert prepare.run_fresh_locally(tmp_path, 1, 1)(["cfg"]) == ["ok"]
+    assert made[0].params["gpus_per_node"] == 1
+    prepare.run_fresh_locally(tmp_path, 1)(["cfg"])
+    assert made[1].params["gpus_per_node"] == 0

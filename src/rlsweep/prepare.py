@@ -154,15 +154,16 @@ def warm_wandb(cfg: TrainConfig) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run_fresh_locally(folder: Path, limit: int) -> Callable[[list[TrainConfig]], list[Any]]:
+def run_fresh_locally(folder: Path, limit: int, gpus_per_node: int = 0) -> Callable[[list[TrainConfig]], list[Any]]:
     """A ``run_fresh`` for :func:`prepare_sweep`: each config's :func:`cold_run` in a process of its own,
-    started by submitit's local executor, at most ``limit`` at once."""
+    started by submitit's local executor, at most ``limit`` at once, seeing the GPUs the sweep's jobs
+    see (submitit's local executor shows a process only its ``gpus_per_node`` GPUs)."""
 
     def run_fresh(configs: list[TrainConfig]) -> list[Any]:
         import submitit
 
         executor = submitit.LocalExecutor(folder=str(folder / "%j"))
-        executor.update_parameters(timeout_min=24 * 60)
+        executor.update_parameters(timeout_min=24 * 60, gpus_per_node=gpus_per_node)
         pending = list(range(len(configs)))
         jobs: dict[int, Any] = {}
         try:

@@ -210,8 +210,9 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         from rlsweep import prepare
 
         prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides, initial_job_idx),
-                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, limit), in_process=False,
-                              launcher=type(self).__name__)
+                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, limit,
+                                                        self.params.get("gpus_per_node") or 0),
+                              in_process=False, launcher=type(self).__name__)
         singletons = Singleton.get_state()
         groups = _plan_groups(self.config, jobs_overrides, initial_job_idx, sweep_dir)
         pending = deque(_leaders_in_order(groups, jobs_overrides))
