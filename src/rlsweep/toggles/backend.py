@@ -55,7 +55,6 @@ class BackendToggle(Toggle):
     schema = BackendConfig
     off_value = {"matmul_precision": "highest", "cudnn_benchmark": False}
     on = ("backend.num_threads=1", "backend.matmul_precision=high")
-    doc = "TF32 matmul precision, the cuDNN autotuner and intra-op threads (process-global, restored after the job)"
 
     def __init__(self) -> None:
         self._saved: tuple[str, bool, int] | None = None

@@ -63,8 +63,6 @@ class Toggle(ABC):
     off_value: ClassVar[Any]
     #: Hydra overrides that turn the toggle on (the test matrices and the docs use them)
     on: ClassVar[tuple[str, ...]]
-    #: one line for the docs: what changes in the job
-    doc: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -20,7 +20,6 @@ class ChannelsLastToggle(BoolToggle):
     # the name is the key users type: the report's cell dimension and the W&B column match the override
     name = "backend.channels_last"
     field = "backend.channels_last"  # dotted: declared by the backend group's schema (BackendConfig)
-    doc = "convolutional networks and their 4-d inputs in torch.channels_last (NHWC) memory format"
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         if not cfg.backend.channels_last:

@@ -236,7 +236,6 @@ class CompileToggle(Toggle):
     values = COMPILE_MODES
     off_value = "none"
     on = ("compile=default",)
-    doc = "torch.compile with that mode on the acting forward (act) and/or the whole update step (update)"
 
     def validate(self, cfg: TrainConfig) -> list[str]:
         errors = super().validate(cfg)

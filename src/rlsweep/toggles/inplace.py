@@ -7,4 +7,3 @@ from rlsweep.toggles.base import BoolToggle
 
 class InplaceToggle(BoolToggle):
     name = "inplace"
-    doc = "in-place activations, target-network updates and advantage normalisation"

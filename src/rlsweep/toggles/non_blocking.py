@@ -7,5 +7,4 @@ from rlsweep.toggles.base import BoolToggle
 
 class NonBlockingToggle(BoolToggle):
     name = "non_blocking"
-    doc = ".to(device, non_blocking=...) for host->device copies (CUDA only)"
     cuda_only = "no host-device copies without a CUDA device"

@@ -25,7 +25,6 @@ class PinMemoryToggle(FlagToggle):
     values = (False, True, STAGING)
     off_value = False
     on = ("pin_memory=true",)
-    doc = "host->device copies go through .pin_memory() first (true) or reused pinned staging buffers (staging); CUDA only"
     cuda_only = "pinned memory needs a CUDA device"
 
     def validate(self, cfg: TrainConfig) -> list[str]:

@@ -7,4 +7,3 @@ from rlsweep.toggles.base import BoolToggle
 
 class TwinModulesToggle(BoolToggle):
     name = "twin_modules"
-    doc = "acting uses eval-mode twins sharing the same Parameters instead of .eval()/.train() around each call"
