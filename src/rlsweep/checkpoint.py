@@ -1,22 +1,11 @@
 """Checkpoints: everything a job needs to continue exactly where it stopped.
 
-Networks, optimizers, algorithm state (replay buffer, rollout position, RNGs), the environments
-themselves (synchronous vector envs are pickled whole, so a resumed job sees the same episodes),
-torch/numpy/python RNG states, the timers and the runner's counters.
-
-One file, written atomically (temp file + fsync + rename: a failed or interrupted write leaves the
-previous checkpoint as it was), laid out as::
-
-    RLSWEEP-CHECKPOINT 1\n
-    {"sha256": ..., "bytes": ..., "config_digest": ..., "env_steps": ..., "attempt": ..., "code": ...,
-     "history": [...]}\n
-    <torch.save payload>
-
-The header line says what the payload must be (its length and sha256), so a truncated or corrupted
-file is recognised before torch unpickles anything, and for which config and code it was written.
-A checkpoint is only used by a job whose config matches the one that wrote it; ``history`` lists
-the code (git commit) of every attempt that contributed to it, so a job resumed on other code says
-which parts ran on which commit.
+Networks, optimizers, algorithm state, the environments themselves (synchronous vector envs are
+pickled whole, so a resumed job sees the same episodes), RNG states, the timers and the runner's
+counters, in one file written atomically: a magic line, a JSON header line, then the torch.save
+payload. The header gives the payload's length and sha256 (a truncated or corrupted file is
+recognised before torch unpickles anything), the digest of the config it is for (no other job uses
+it) and the ``history`` of the code (git commit) each of the job's attempts ran on.
 """
 
 from __future__ import annotations
@@ -51,11 +40,11 @@ from rlsweep.results import provenance
 
 log = logging.getLogger(__name__)
 
-#: a header line longer than this is not one of ours (the history of a job's attempts stays far below)
-
 
 class CheckpointWriteError(OSError):
     """The checkpoint could not be written (the disk is full, say); the previous one is untouched."""
+
+
 #: config keys that do not change what a job computes
 _VOLATILE = ("progress", "logger", "checkpoint_interval_s", "eval_episodes", "resume")
 
@@ -191,10 +180,16 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         raise
 
 
-def _read_verified(path: Path) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
-    """(header, payload bytes, None) for a whole checkpoint; (None, None, why) for a damaged one."""
+_OTHER_CONFIG = "written for another config"
+
+
+def _read_verified(path: Path, cfg: TrainConfig) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
+    """(header, payload bytes, None) for a whole checkpoint of ``cfg``; (None, None, why) for one that
+    must not be used; (None, None, None) when there is none."""
+    if not path.is_file():
+        return None, None, None
     try:
-        data = Path(path).read_bytes()
+        data = path.read_bytes()
     except OSError as exc:
         return None, None, f"unreadable: {exc.strerror or exc}"
     if not data.startswith(CHECKPOINT_MAGIC):
@@ -207,6 +202,8 @@ def _read_verified(path: Path) -> tuple[dict[str, Any] | None, bytes | None, str
         return None, None, f"truncated: {len(body):,} of {header['bytes']:,} payload bytes"
     if hashlib.sha256(body).hexdigest() != header["sha256"]:
         return None, None, "corrupted: the payload's sha256 does not match the header's"
+    if header.get("config_digest") != config_digest(cfg):
+        return None, None, _OTHER_CONFIG
     return header, body, None
 
 
@@ -218,32 +215,20 @@ def check(path: Path, cfg: TrainConfig) -> tuple[dict[str, Any] | None, str | No
         must not be used (truncated, corrupted, of another config); ``(None, None)`` when there is
         no checkpoint.
     """
-    path = Path(path)
-    if not path.is_file():
-        return None, None
-    header, _, why = _read_verified(path)
-    if header is None:
-        return None, why
-    if header.get("config_digest") != config_digest(cfg):
-        return None, "written for another config"
-    return header, None
+    header, _, why = _read_verified(Path(path), cfg)
+    return header, why
 
 
 def load(path: Path, cfg: TrainConfig) -> dict[str, Any] | None:
     """The checkpoint at ``path`` if it exists, is whole and was written for this config, else None."""
     path = Path(path)
-    if not path.is_file():
-        return None
-    header, body, why = _read_verified(path)
-    if header is None or body is None:
+    _, body, why = _read_verified(path, cfg)
+    if why not in (None, _OTHER_CONFIG):
         log.warning("checkpoint %s not used: %s; the job starts afresh", path, why)
-        return None
-    if header.get("config_digest") != config_digest(cfg):
+    if body is None:
         return None
     payload = torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
-    if payload.get("config_digest") != config_digest(cfg):
-        return None
-    return payload
+    return payload if payload.get("config_digest") == config_digest(cfg) else None
 
 
 def restore(payload: dict[str, Any], algo: Any) -> gym.vector.VectorEnv | None:

@@ -1,32 +1,13 @@
-"""Per-function compile accounting: compile time, graph breaks and recompiles, with their reasons.
+"""Per-function compile accounting: compile time, graph breaks, recompiles and CUDA-graph skips, with reasons.
 
-torch._dynamo calls registered start/end callbacks around every frame compilation, with a
-compile id ``"<frame>/<attempt>"`` (attempt > 0 is a recompile). Each compiled function is
-wrapped so the callbacks know which function is running; the wrapper costs one attribute store
-per call. A call during which any compilation happened counts as compile time (its whole
-duration, which includes the lazily compiled backward), never as steady-state time.
-
-Why a function broke or recompiled is what ``TORCH_LOGS=graph_breaks,recompiles`` would print;
-it is read here from dynamo's structured records instead, with no logging switched on and
-nothing printed:
-
-* graph breaks: ``torch._dynamo.utils.graph_break_reasons`` (one ``GraphCompileReason`` per
-  break, with the user stack), the entries added between a compilation's start and end
-  callbacks;
-* recompiles, and frames whose compilation gave up so that they run eagerly (a graph break
-  inside a loop, the recompile limit): the ``recompile_reason`` / ``fail_reason`` fields of
-  ``torch._dynamo.utils.get_compilation_metrics()``, recorded just after the end callback and
-  read at the next compilation's start and in :meth:`CompileStats.summary`; a record is matched
-  to a wrapped function through its frame id.
-
-* CUDA-graph skips (``compile=reduce-overhead``/``max-autotune``: a graph that inductor could not
-  capture runs without CUDA graphs, so the mode's main benefit is silently lost): inductor's
-  ``cudagraph_skips`` counter, read around each call of a function compiled in such a mode (a skip
-  can be decided at compile time or at a later call, by CUDA-graph trees), and the messages
-  inductor logs for them (its ``cudagraphs`` artifact logger, captured by a handler while the
-  stats are installed). On a CPU every graph is skipped, without a message.
-
-Apart from the CUDA-graph modes' counter look-up, the steady-state call path is unchanged.
+Each compiled function is wrapped so that dynamo's start/end compile callbacks know which function
+runs; a call during which anything compiled counts, whole (lazy backward included), as compile time.
+The reasons are what ``TORCH_LOGS=graph_breaks,recompiles`` would print, read from dynamo's
+structured records instead, with nothing logged: graph breaks from
+``torch._dynamo.utils.graph_break_reasons``; recompiles, and frames whose compilation gave up so
+that they run eagerly, from ``get_compilation_metrics()`` (matched to a function by frame id);
+CUDA-graph skips of the CUDA-graph modes from inductor's ``cudagraph_skips`` counter and its
+``cudagraphs`` log messages (on a CPU every graph is skipped, without a message).
 """
 
 from __future__ import annotations
@@ -37,10 +18,10 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# torch._dynamo is imported where it is used, not here: importing it costs ~1 s (sympy, inductor,
+# torch._dynamo is imported where it is used, not here: its import is slow (sympy, inductor,
 # torch.distributed) and eager jobs, which never wrap a function, must not pay that at start-up
 
 #: distinct reasons kept per function and kind (graph break / recompile); later ones only counted
@@ -85,8 +66,7 @@ class FunctionCompileStats:
 
     def add_reason(self, kind: str, entry: dict[str, Any]) -> None:
         """Count one graph break ("graph_break"), recompile ("recompile") or CUDA-graph skip ("cudagraph_skip")."""
-        table = {"graph_break": self.graph_break_reasons, "recompile": self.recompile_reasons,
-                 "cudagraph_skip": self.cudagraph_skip_reasons}[kind]
+        table = getattr(self, f"{kind}_reasons")
         key = tuple(v for k, v in entry.items() if k != "stack")
         if key in table:
             table[key]["count"] += 1
@@ -96,17 +76,11 @@ class FunctionCompileStats:
             self.reasons_dropped += 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "compile_s": round(self.compile_s, 6),
-            "compilations": self.compilations,
-            "recompiles": self.recompiles,
-            "graph_breaks": self.graph_breaks,
-            "cudagraph_skips": self.cudagraph_skips,
-            "graph_break_reasons": [dict(e) for e in self.graph_break_reasons.values()],
-            "recompile_reasons": [dict(e) for e in self.recompile_reasons.values()],
-            "cudagraph_skip_reasons": [dict(e) for e in self.cudagraph_skip_reasons.values()],
-            "reasons_dropped": self.reasons_dropped,
-        }
+        out = asdict(self)
+        out["compile_s"] = round(self.compile_s, 6)
+        for key in ("graph_break_reasons", "recompile_reasons", "cudagraph_skip_reasons"):
+            out[key] = list(out[key].values())
+        return out
 
 
 def _graph_break_count() -> int:
@@ -134,14 +108,6 @@ class _CudagraphSkipLog(logging.Handler):
             "cudagraph_skip", {"reason": _clip(record.getMessage())})
 
 
-def _cudagraphs_logger() -> logging.Logger | None:
-    try:
-        from torch._inductor.cudagraph_utils import cudagraphs_log
-    except ImportError:
-        return None
-    return cudagraphs_log
-
-
 #: inductor's and AOT-autograd's cache counters: (record key, counter group, counter name)
 _CACHE_COUNTERS = (("fxgraph_hits", "inductor", "fxgraph_cache_hit"), ("fxgraph_misses", "inductor", "fxgraph_cache_miss"),
                    ("fxgraph_bypasses", "inductor", "fxgraph_cache_bypass"),
@@ -155,21 +121,16 @@ def _cache_counts() -> dict[str, Any]:
     return {**{key: counters[group][name] for key, group, name in _CACHE_COUNTERS}, **_BUILDS}
 
 
-#: C++ this process built because the cache did not hold it: kernel libraries and precompiled
-#: headers, and the seconds spent building them (summed over inductor's compile threads). A hit
-#: of the FX-graph cache still loads its kernels by path; when those files are missing (another
-#: cache folder, a cleaned /tmp) they are built again, which the FX-graph counters do not show.
+#: C++ this process built because the cache did not hold it, and the seconds spent (summed over
+#: compile threads): an FX-graph cache hit whose kernel files are missing builds them again, unseen
+#: by the FX-graph counters
 _BUILDS: dict[str, Any] = {"cpp_kernel_builds": 0, "cpp_header_builds": 0, "cpp_build_s": 0.0}
 _BUILDS_LOCK = threading.Lock()
 _ORIGINAL_WORKER: list[Callable[..., Any]] = []
 
 
 def _counted_worker_compile_cpp(lock_path: str, cpp_builders: Any) -> None:
-    """inductor's ``_worker_compile_cpp`` (builds each builder whose output is missing), counted.
-
-    Every C++ build of inductor's CPU backend -- kernels, the C++ wrapper, precompiled headers --
-    goes through that function, in this process (directly or on its compile threads).
-    """
+    """inductor's ``_worker_compile_cpp``, through which every C++ build of its CPU backend goes, counted."""
     target = cpp_builders[-1].get_target_file_path()  # the library (or header) the builders make
     missing = not os.path.exists(target)
     t0 = time.perf_counter()
@@ -187,27 +148,8 @@ def _count_cpp_builds() -> None:
         return
     from torch._inductor import codecache
 
-    original = getattr(codecache, "_worker_compile_cpp", None)
-    if original is None:  # another torch: builds stay uncounted
-        return
-    _ORIGINAL_WORKER.append(original)
+    _ORIGINAL_WORKER.append(codecache._worker_compile_cpp)
     codecache._worker_compile_cpp = _counted_worker_compile_cpp
-
-
-def _graph_break_records() -> list[Any]:
-    try:
-        from torch._dynamo.utils import graph_break_reasons
-    except ImportError:  # a torch without it: counts only
-        return []
-    return graph_break_reasons
-
-
-def _compilation_metrics() -> list[Any]:
-    try:
-        from torch._dynamo.utils import get_compilation_metrics
-    except ImportError:  # a torch without it: no recompile / skip reasons, counts still kept
-        return []
-    return get_compilation_metrics()
 
 
 def _break_entry(record: Any) -> dict[str, Any]:
@@ -253,11 +195,15 @@ class CompileStats:
 
     # dynamo callbacks ------------------------------------------------------------------------
     def _on_start(self, args: Any = None) -> None:
+        from torch._dynamo.utils import graph_break_reasons
+
         self._harvest_metrics()
         self._breaks_at_start = _graph_break_count()
-        self._break_records_at_start = len(_graph_break_records())
+        self._break_records_at_start = len(graph_break_reasons)
 
     def _on_end(self, args: Any = None) -> None:
+        from torch._dynamo.utils import graph_break_reasons as records
+
         self.events += 1
         name = self._current or "<other>"
         stats = self.functions.setdefault(name, FunctionCompileStats())
@@ -273,7 +219,6 @@ class CompileStats:
             frame = _frame_key(compile_id)
             if frame is not None:
                 self._frames[frame] = name
-        records = _graph_break_records()
         start = self._break_records_at_start if self._break_records_at_start <= len(records) else 0
         new_breaks = records[start:]
         for record in new_breaks:
@@ -283,17 +228,14 @@ class CompileStats:
 
     def _harvest_metrics(self) -> None:
         """Read the compilation-metrics records added since the last look: recompile and skip reasons."""
-        metrics = _compilation_metrics()
+        from torch._dynamo.utils import get_compilation_metrics
+
+        metrics = get_compilation_metrics()
         if not metrics:
             return
-        new = metrics
-        if self._last_metrics is not None:
-            for i in range(len(metrics) - 1, -1, -1):
-                if metrics[i] is self._last_metrics:
-                    new = metrics[i + 1 :]
-                    break
+        seen = next((i + 1 for i in range(len(metrics) - 1, -1, -1) if metrics[i] is self._last_metrics), 0)
         self._last_metrics = metrics[-1]
-        for m in new:
+        for m in metrics[seen:]:
             frame = _frame_key(getattr(m, "compile_id", None))
             name = self._frames.get(frame) if frame is not None else None
             if name is None:
@@ -334,30 +276,29 @@ class CompileStats:
     def install(self) -> None:
         if not self._installed:
             import torch._dynamo
+            from torch._dynamo.utils import get_compilation_metrics
+            from torch._inductor.cudagraph_utils import cudagraphs_log
 
-            metrics = _compilation_metrics()
+            metrics = get_compilation_metrics()
             self._last_metrics = metrics[-1] if metrics else None  # earlier records are not ours
             _count_cpp_builds()
             self._cache_at_install = _cache_counts()  # the counters are per process: count this job's
             torch._dynamo.callback_handler.register_start_callback(self._on_start)
             torch._dynamo.callback_handler.register_end_callback(self._on_end)
-            logger = _cudagraphs_logger()
-            if logger is not None:
-                logger.addHandler(self._skip_log)
+            cudagraphs_log.addHandler(self._skip_log)
             self._installed = True
 
     def uninstall(self) -> None:
         if self._installed:
             import torch._dynamo
+            from torch._inductor.cudagraph_utils import cudagraphs_log
 
             self._harvest_metrics()
             handler = torch._dynamo.callback_handler
             for registered, callback in ((handler.start_callbacks, self._on_start), (handler.end_callbacks, self._on_end)):
                 if callback in registered:  # torch._dynamo.reset() (user code, tests) drops them
                     registered.remove(callback)
-            logger = _cudagraphs_logger()
-            if logger is not None:
-                logger.removeHandler(self._skip_log)
+            cudagraphs_log.removeHandler(self._skip_log)
             self._installed = False
 
     # wrapping --------------------------------------------------------------------------------
@@ -404,17 +345,11 @@ class CompileStats:
         return sum(v.compile_s for v in self.functions.values())
 
     def cache_summary(self) -> dict[str, Any] | None:
-        """What the on-disk caches served and what this job had to build, layer by layer.
+        """What the on-disk caches served and what this job built (the record's ``compile.cache``).
 
-        Hits and misses of inductor's FX-graph cache and of AOT-autograd's cache, C++ kernel
-        libraries and precompiled headers built (and the seconds spent building them), and:
-
-        * ``state``: ``warm`` (every look-up hit and nothing was built), ``cold`` (nothing hit),
-          ``partial`` (some of each), None (nothing compiled);
-        * ``served_from_cache``: hits / (hits + misses + builds) over those layers: 1.0 only when
-          nothing was compiled or built anew. Dynamo's own tracing always runs.
-
-        None when nothing was compiled through these stats.
+        ``state``: ``warm`` (every look-up hit and nothing was built), ``cold`` (nothing hit), ``partial``
+        or None (nothing compiled); ``served_from_cache``: hits / (hits + misses + builds). None when
+        nothing was compiled through these stats.
         """
         if self._cache_at_install is None:
             return None
@@ -433,18 +368,10 @@ class CompileStats:
                 "vec_isa": self.vec_isa}
 
     def summary(self, mode: str) -> dict[str, Any]:
-        """The record's ``compile`` section.
+        """The record's ``compile`` section (its fields: docs/reference/record.md).
 
-        ``per_function.<name>`` holds ``compile_s``, ``compilations``, ``recompiles``,
-        ``graph_breaks``, ``cudagraph_skips`` (graphs of a CUDA-graph mode that run without CUDA
-        graphs; ``cudagraph_skip_reasons`` = ``[{reason, count}]`` where inductor says why), and the distinct reasons (at most :data:`MAX_REASONS` of each kind, each
-        cut to :data:`MAX_REASON_CHARS` characters, ``count`` = occurrences):
-        ``graph_break_reasons`` = ``[{reason, file, line, function, [stack], count}]`` (the
-        innermost user frame; ``stack`` = the call chain, innermost last, when the break is in a
-        called function; a frame that runs eagerly because its compilation gave up has a reason
-        starting with :data:`SKIPPED_PREFIX`), ``recompile_reasons`` = ``[{reason, frame,
-        count}]`` (the guard that failed; ``frame`` = ``"<code name> (<file>:<first line>)"``),
-        and ``reasons_dropped`` (occurrences of further distinct reasons, not kept).
+        A frame that runs eagerly because its compilation gave up is a graph break whose reason starts
+        with :data:`SKIPPED_PREFIX`; a recompile's ``frame`` is ``"<code name> (<file>:<first line>)"``.
         """
         if self._installed:
             self._harvest_metrics()

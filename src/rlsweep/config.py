@@ -1,14 +1,11 @@
 """Structured-config schemas: the only place where defaults live.
 
 Every YAML file under ``conf/`` extends one of these dataclasses, so a typo in a key or a value of
-the wrong type fails when Hydra composes the config, before any job starts. Each toggle adds its
-own field to :class:`TrainConfig` from its module (:mod:`rlsweep.toggles`), where its schema,
-values and checks live. The algorithm's hyper-parameters are the dataclass its class names
-(``Algorithm.config_class``): the ``algo`` node of the config names the class with ``_target_``
-(Hydra's convention), and :func:`rlsweep.algos.to_object` types the node with that class's schema.
-What types cannot say (ranges) is checked for every job of a sweep before the first one is launched:
-each algorithm checks its own hyper-parameters (``Algorithm.validate_config``, with the helpers below),
-:func:`rlsweep.validate.validate` the rest.
+the wrong type fails when Hydra composes the config. Each toggle adds its own field to
+:class:`TrainConfig` (:mod:`rlsweep.toggles`); the ``algo`` node is typed with the schema of the
+class its ``_target_`` names (:func:`rlsweep.algos.to_object`). Ranges are checked for every job
+before the first one launches: by each algorithm (``Algorithm.validate_config``, with the helpers
+below) and by :func:`rlsweep.validate.validate`.
 """
 
 from __future__ import annotations
@@ -190,21 +187,17 @@ class JobConfig:
     progress: Optional[bool] = None  # progress bar on stderr; None: only when stderr is a terminal
     checkpoint_interval_s: float = 0.0  # periodic checkpoint (0: only on preemption signal)
     deterministic: bool = False  # torch.use_deterministic_algorithms for the job
-    # Re-running a sweep in the same folder (same hydra.sweep.dir / hydra.run.dir): jobs whose
-    # result.json is ok for the same config are skipped, the others rerun (from their checkpoint
-    # when there is one). Without it, a folder holding finished jobs is refused. See README.
+    # Re-running a sweep in the same folder: jobs whose result.json is ok for the same config are
+    # skipped, the others rerun (from their checkpoint if any). Without it, a folder holding finished
+    # jobs is refused (docs/guide/resume.md)
     resume: bool = False
-    # A sweep (-m) first pays each cell's one-off costs untimed: a cold compile per compiled cell
-    # on an empty cache (measured, then shared through compile.cache_dir) and, with the basic
-    # launcher, one run of each cell in the launching process. Every timed job then starts from
-    # the same process and cache state, whatever the order of the cells (rlsweep.prepare).
-    # false: jobs start as they come; the report flags comparisons between different states
+    # A sweep (-m) first pays each cell's one-off costs untimed (a cold compile per compiled cell; with
+    # the basic launcher, one run of each cell), so every timed job starts from the same process and
+    # cache state (rlsweep.prepare; docs/guide/measuring.md). false: jobs start as they come, and the
+    # report flags comparisons between different states
     prepare: bool = True
 
 
-#: One training job: :class:`JobConfig` plus one field per toggle, each declared by the toggle itself
-#: (``Toggle.field`` of type ``Toggle.schema``: a dataclass for a config group such as ``compile``,
-#: or a scalar such as ``twin_modules: bool``).
 #: A toggle whose field is dotted (``backend.channels_last``) is a key in another toggle's group schema.
 TrainConfig = dataclasses.make_dataclass("TrainConfig", [t.config_field() for t in TOGGLES if "." not in t.field],
                                          bases=(JobConfig,))

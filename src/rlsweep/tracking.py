@@ -16,7 +16,7 @@ import re
 import struct
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,10 +65,8 @@ class WandbSettings:
 def resolved_logger(cfg: LoggerConfig, environ: Mapping[str, str] | None = None) -> WandbSettings:
     """The W&B settings of ``cfg``: each of ``mode``, ``project``, ``entity``, ``dir`` left None in
     the config comes from W&B's variable (WANDB_MODE, WANDB_PROJECT, WANDB_ENTITY, WANDB_DIR), else
-    from rlsweep's default (offline, rlsweep, the account's entity, the job's folder).
-
-    The values are passed to ``wandb.init`` explicitly, so they hold even where wandb was already
-    set up in the process before (it reads its variables once).
+    from rlsweep's default (offline, rlsweep, the account's entity, the job's folder). They are passed
+    to ``wandb.init`` explicitly, so they hold where wandb was set up in the process before.
 
     Raises:
         ValueError: WANDB_MODE holds a value W&B or rlsweep cannot run with (the message is for the user).
@@ -119,11 +117,6 @@ def wandb_credentials_problem() -> str | None:
     return None if auth is not None else "no W&B credentials were found"
 
 
-def has_wandb_credentials() -> bool:
-    """True when W&B finds credentials to log in with (see :func:`wandb_credentials_problem`)."""
-    return wandb_credentials_problem() is None
-
-
 #: environment variable names that look like they hold a credential
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|"
                           r"SIGNATURE|_PAT$|_PASS$|^PASS", re.IGNORECASE)
@@ -162,13 +155,9 @@ def stable_run_id(output_dir: Path) -> str:
 
 
 def run_group(logger_group: str | None, sweep_dir: str | os.PathLike[str] | None, output_dir: Path) -> str:
-    """The W&B group of a job: ``logger.group`` if set, else its sweep (or single-run) folder.
-
-    The group is the folder's last two path components, so it keeps the date of Hydra's folders
-    (``multirun/2026-11-29/21-00-00`` -> ``2026-11-29/21-00-00``, a single run's
-    ``outputs/2026-11-29/21-00-00_train`` -> ``2026-11-29/21-00-00_train``); the report logs into
-    the same one.
-    """
+    """The W&B group of a job (the report logs into the same one): ``logger.group`` if set, else the last
+    two path components of its sweep (or single-run) folder (``multirun/2026-11-29/21-00-00`` ->
+    ``2026-11-29/21-00-00``), which keep the date of Hydra's folders."""
     if logger_group:
         return logger_group
     return "/".join(Path(sweep_dir or output_dir).parts[-2:])
@@ -357,39 +346,31 @@ class Tracker:
         self.errors.append(scrub(msg))
         self.run = None
 
-    def log(self, metrics: dict[str, Any], step: int) -> None:
+    def _call(self, what: str, call: Callable[[Any], Any]) -> bool:
+        """``call(run)``; False when there is no run or the call failed (W&B logging then stops)."""
         if self.run is None:
-            return
+            return False
         try:
-            self.run.log(metrics, step=step)
-        except Exception as exc:  # noqa: BLE001
-            self._fail("log", exc)
+            call(self.run)
+        except Exception as exc:  # noqa: BLE001 - logging must never stop training
+            self._fail(what, exc)
+            return False
+        return True
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        self._call("log", lambda run: run.log(metrics, step=step))
 
     def summary(self, values: dict[str, Any]) -> None:
-        if self.run is None:
-            return
-        try:
-            self.run.summary.update(scrub(values))
-        except Exception as exc:  # noqa: BLE001
-            self._fail("summary", exc)
+        self._call("summary", lambda run: run.summary.update(scrub(values)))
 
     def preempted(self) -> None:
         """Flush and close the run now: the job is about to be requeued (the same id continues)."""
-        if self.run is None:
-            return
-        try:
-            self.run.mark_preempting()
-        except Exception as exc:  # noqa: BLE001
-            self._fail("mark_preempting", exc)
-        self.finish(failed=True)
+        if self.run is not None:
+            self._call("mark_preempting", lambda run: run.mark_preempting())
+            self.finish(failed=True)
 
     def finish(self, failed: bool) -> None:
-        if self.run is None:
-            return
-        try:
-            self.run.finish(exit_code=1 if failed else 0)
-        except Exception as exc:  # noqa: BLE001
-            self._fail("finish", exc)
+        if not self._call("finish", lambda run: run.finish(exit_code=1 if failed else 0)):
             return
         self.run = None
         if self.mode == "offline" and self.run_dir:

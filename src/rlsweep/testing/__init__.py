@@ -13,22 +13,12 @@ rlsweep runs this same contract over its built-in algorithms and over ``examples
         learning_bar = (20_000, -300.0)      # slow test: final return >= bar on 2 of 3 seeds
         compiles_clean = True                # compiled: no graph break and no recompile
 
-Each check composes the real Hydra configs (rlsweep's ``conf/`` plus ``config_dir``) and trains
-for real: every phase is timed, the same seed gives the same numbers, every hyper-parameter of
-the schema is read by the algorithm's own code while it trains, acting runs on the eval-mode
-views, an incompatible env is refused before launch, a non-finite loss stops the job, and a job
-stopped by a signal resumes from its checkpoint with exactly the numbers of an uninterrupted run.
-
-The toggle contracts run over the same algorithm (``test_toggle_acts[<toggle>]``,
-``test_toggle_keeps_the_numbers[<toggle>]``): each toggle, turned on, visibly acts on your job
-(:mod:`rlsweep.testing.toggles` says how each is observed) and leaves its numbers equal to the
-all-off job's (bit for bit, or within the toggle's float tolerance). The compiled job lists its
-graph breaks and recompiles with dynamo's reasons; with ``compiles_clean`` any one fails. The slow
-check (``-m slow``): the algorithm learns.
-
-Installed, this package is a pytest plugin (``pytest11`` entry point): it registers the ``slow``
-marker, and pytest rewrites the contract's assertions so that a failed check shows its values.
-Importing it is light: the contract (and torch) load when you first name it.
+Each check composes the real Hydra configs (rlsweep's ``conf/`` plus ``config_dir``) and trains for
+real; the toggle contracts (``test_toggle_acts[<toggle>]``, ``test_toggle_keeps_the_numbers[<toggle>]``)
+run each toggle over the same algorithm (:mod:`rlsweep.testing.toggles`). What each check asserts:
+docs/guide/plugins.md. Installed, this package is a pytest plugin (``pytest11`` entry point) that
+registers the ``slow`` marker and rewrites the contract's assertions so that a failed check shows its
+values; importing it is light (the contract, and torch, load when you first name it).
 """
 
 from __future__ import annotations

@@ -6,17 +6,19 @@ import dataclasses
 import inspect
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from rlsweep.resources import CONF_DIR  # rlsweep's own config directory (checkout or installed package)
-from rlsweep.testing.toggles import EFFECTS, Observation, observe
+from rlsweep.testing.toggles import EFFECTS, Effect, Observation, observe
 
 #: what every contract job adds: a short, quiet, single-threaded job with W&B off
 QUIET = ("warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1")
+#: an observed job and its final parameters
+_Observed = tuple[Observation, dict[str, Any]]
 
 
 def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> Any:
@@ -38,11 +40,8 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None)
 
 def parameters(algo: Any) -> dict[str, Any]:
     """Every parameter and buffer of an algorithm's networks, by qualified name (float32 copies)."""
-    out = {}
-    for name, module in algo.modules().items():
-        for k, v in module.state_dict().items():
-            out[f"{name}.{k}"] = v.detach().clone().float()
-    return out
+    return {f"{name}.{k}": v.detach().clone().float()
+            for name, module in algo.modules().items() for k, v in module.state_dict().items()}
 
 
 def assert_seeds_together_are_seeds_alone(cfg: Any, seeds: Sequence[int]) -> None:
@@ -239,15 +238,8 @@ class AlgorithmContract:
         extra = ("total_env_steps=768",)
         straight = self.train(*extra)
         ckpt = tmp_path / "checkpoint.pt"
-        calls = {"n": 0}
-
-        def stop_after_three(row: dict, env_steps: int) -> None:
-            calls["n"] += 1
-            if calls["n"] == 3:
-                os.kill(os.getpid(), signal.SIGINT)
-
         with pytest.raises(Interrupted):
-            self.train(*extra, on_iteration=stop_after_three, checkpoint_path=ckpt)
+            self.train(*extra, on_iteration=_interrupt_at(3), checkpoint_path=ckpt)
         assert ckpt.is_file()
         resumed = self.train(*extra, checkpoint_path=ckpt)
         assert resumed.requeues == 1 and resumed.resumed_at_env_steps == [3 * straight.algo.iteration_env_steps]
@@ -261,15 +253,8 @@ class AlgorithmContract:
         from rlsweep.signals import Interrupted
 
         ckpt = tmp_path / "checkpoint.pt"
-        calls = {"n": 0}
-
-        def stop(row: dict, env_steps: int) -> None:
-            calls["n"] += 1
-            if calls["n"] == 2:
-                os.kill(os.getpid(), signal.SIGINT)
-
         with pytest.raises(Interrupted):
-            self.train("total_env_steps=768", on_iteration=stop, checkpoint_path=ckpt)
+            self.train("total_env_steps=768", on_iteration=_interrupt_at(2), checkpoint_path=ckpt)
         other = self.train("total_env_steps=768", "seed=5", checkpoint_path=ckpt)
         assert other.requeues == 0
 
@@ -279,8 +264,7 @@ class AlgorithmContract:
         """The toggle, on, visibly changes what this algorithm's job does (or says why it cannot here)."""
         import warnings
 
-        effect = EFFECTS[toggle]
-        on, off = self._observed(_on(toggle), effect.record_ops), self._observed((), effect.record_ops)
+        effect, (on, _), (off, _) = self._on_and_off(toggle)
         effect.check(on, off)
         if toggle != "compile":
             return
@@ -300,30 +284,30 @@ class AlgorithmContract:
         """Same env steps, same updates, and parameters equal to the all-off job's within the toggle's tolerance."""
         import torch
 
-        effect = EFFECTS[toggle]
-        on, off = self._observed(_on(toggle), effect.record_ops), self._observed((), effect.record_ops)
-        p_on, p_off = _PARAMS[self._key(_on(toggle), effect.record_ops)], _PARAMS[self._key((), effect.record_ops)]
+        effect, (on, p_on), (off, p_off) = self._on_and_off(toggle)
         assert on.outcome.env_steps == off.outcome.env_steps
         assert on.outcome.updates == off.outcome.updates > 0
         assert p_on.keys() == p_off.keys()
-        self._observed(("seed=1",), False)
-        other_seed = _PARAMS[self._key(("seed=1",), False)]
+        other_seed = self._observed(("seed=1",), False)[1]
         assert any(not torch.equal(p_off[k], v) for k, v in other_seed.items()), (
             "a different seed must give different parameters, or this comparison proves nothing")
         effect.assert_keeps_the_numbers(p_on, p_off, self._initial_parameters)
 
-    def _key(self, overrides: tuple[str, ...], record_ops: bool) -> tuple[Any, ...]:
-        return (self.algo, str(self.config_dir), tuple(self.tiny), overrides, record_ops)
-
-    def _observed(self, overrides: tuple[str, ...], record_ops: bool) -> Observation:
-        """The tiny job with ``overrides``, observed once per class and shared by both toggle tests."""
-        key = self._key(overrides, record_ops)
+    def _observed(self, overrides: tuple[str, ...], record_ops: bool) -> _Observed:
+        """The tiny job with ``overrides``, observed, and its final parameters: once per class, shared by
+        both toggle tests."""
+        key = (self.algo, str(self.config_dir), tuple(self.tiny), overrides, record_ops)
         if key not in _OBSERVED:
             observation = observe(self.cfg(*overrides), record_ops)
-            _PARAMS[key] = parameters(observation.outcome.algo)
+            params = parameters(observation.outcome.algo)
             observation.outcome.algo = None  # a replay buffer can be large; the parameters are kept
-            _OBSERVED[key] = observation
+            _OBSERVED[key] = observation, params
         return _OBSERVED[key]
+
+    def _on_and_off(self, toggle: str) -> tuple[Effect, _Observed, _Observed]:
+        """The toggle's effect, and the tiny job observed with it on and with every toggle off."""
+        effect = EFFECTS[toggle]
+        return effect, self._observed(_on(toggle), effect.record_ops), self._observed((), effect.record_ops)
 
     def _initial_parameters(self) -> dict[str, Any]:
         """The networks' parameters as built, before any update."""
@@ -361,8 +345,7 @@ class AlgorithmContract:
 
 
 #: the contract's observed tiny jobs and their final parameters, by (algorithm, overrides, record_ops)
-_OBSERVED: dict[tuple[Any, ...], Observation] = {}
-_PARAMS: dict[tuple[Any, ...], dict[str, Any]] = {}
+_OBSERVED: dict[tuple[Any, ...], _Observed] = {}
 
 
 def _on(toggle: str) -> tuple[str, ...]:
@@ -370,6 +353,17 @@ def _on(toggle: str) -> tuple[str, ...]:
     from rlsweep.toggles import TOGGLES
 
     return tuple(next(t for t in TOGGLES if t.name == toggle).on)
+
+
+def _interrupt_at(iteration: int) -> Callable[[dict, int], None]:
+    """An ``on_iteration`` hook that sends this process SIGINT at the ``iteration``-th iteration."""
+    calls = {"n": 0}
+
+    def hook(row: dict, env_steps: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == iteration:
+            os.kill(os.getpid(), signal.SIGINT)
+    return hook
 
 
 def _record_reads(cfg: Any, cls: type) -> set[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -93,12 +94,8 @@ def observe(cfg: Any, record_ops: bool = False) -> Observation:
 
     before = global_state()
     recorder = _OpRecorder()
-    with mock.patch.object(torch.nn.Module, "train", counting_train):
-        if record_ops:
-            with recorder:
-                outcome = train(cfg, on_iteration=hook)
-        else:
-            outcome = train(cfg, on_iteration=hook)
+    with mock.patch.object(torch.nn.Module, "train", counting_train), recorder if record_ops else nullcontext():
+        outcome = train(cfg, on_iteration=hook)
     return Observation(outcome, recorder.ops, recorder.conv_layouts, switches["n"], before, during, global_state())
 
 

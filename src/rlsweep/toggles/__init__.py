@@ -1,10 +1,8 @@
 """Every optimisation toggle, one module each, applied in one place.
 
-A toggle is a :class:`Toggle` subclass in a module of this package; :data:`TOGGLES` collects
-them (in module-name order), so adding a toggle is one module here plus one contract subclass in
-tests/toggles/ (and a YAML option file when its config is a group). The job's config schema,
-validation, run names, W&B tags, the report's baselines and the test matrices all derive from
-:data:`TOGGLES`.
+A toggle is a :class:`Toggle` subclass in a module of this package; :data:`TOGGLES` collects them
+(in module-name order), and the config schema, validation, run names, W&B tags, the report's
+baselines and the test matrices derive from it.
 """
 
 from __future__ import annotations
@@ -68,10 +66,7 @@ def tags(cfg: TrainConfig) -> list[str]:
 
 def baseline() -> dict[str, Any]:
     """The report's default baseline: every toggle off."""
-    out: dict[str, Any] = {}
-    for t in TOGGLES:
-        out.update(t.baseline())
-    return out
+    return {k: v for t in TOGGLES for k, v in t.baseline().items()}
 
 
 @contextlib.contextmanager

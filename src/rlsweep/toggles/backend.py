@@ -35,13 +35,10 @@ class BackendConfig:
 def default_num_threads(environ: Mapping[str, str] | None = None) -> int:
     """The CPUs this job was given (read from ``environ``, default: this process's environment).
 
-    Slurm: ``--cpus-per-task`` (else the CPUs allocated on the node). submitit_local runs jobs of a
-    sweep side by side on the same machine (as many at once as there are CPUs), so each gets 1
-    (threads of side-by-side jobs would fight over the cores).
-    Otherwise the process's affinity mask (taskset and cgroups restrict it).
+    Slurm: ``--cpus-per-task``, else the CPUs allocated on the node. submitit_local runs a sweep's jobs
+    side by side, as many as there are CPUs, so each gets 1. Otherwise the process's affinity mask.
     """
     env = os.environ if environ is None else environ
-    # SLURM_CPUS_ON_NODE: what Slurm allocated when no --cpus-per-task was given
     for var in ("RLSWEEP_CPUS_PER_JOB", "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
         if env.get(var, "").isdigit():
             return max(1, int(env[var]))
@@ -58,7 +55,6 @@ class BackendToggle(Toggle):
     schema = BackendConfig
     off_value = {"matmul_precision": "highest", "cudnn_benchmark": False}
     on = ("backend.num_threads=1", "backend.matmul_precision=high")
-    doc = "TF32 matmul precision, the cuDNN autotuner and intra-op threads (process-global, restored after the job)"
 
     def __init__(self) -> None:
         self._saved: tuple[str, bool, int] | None = None

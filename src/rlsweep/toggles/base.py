@@ -1,15 +1,9 @@
 """The one interface every toggle implements: a toggle class is the single home of its switch.
 
-Everything about a toggle lives on its class: the config field it adds to the job's config and
-that field's schema, the key and values users set, the value that means "off" (the baseline of
-every comparison), the overrides that turn it on, validation of its values and of its conflicts
-with other settings, why it cannot act on a device, what it switches on the
-:class:`~rlsweep.runtime.Runtime` the algorithms are handed, and how it reads in run names and
-W&B tags. Run names, tags, validation, the report's baselines and the test matrices are derived
-from :data:`rlsweep.toggles.TOGGLES`; nothing else lists toggles.
-
-This module does not import torch: the config schema and the report need toggles' metadata, and
-a typo on the command line should be reported before torch loads.
+Its config field and schema, values, off value, checks, device applicability, what it switches on
+the :class:`~rlsweep.runtime.Runtime`, and how it reads in run names and W&B tags; everything else
+derives from :data:`rlsweep.toggles.TOGGLES`. No torch import here: a typo on the command line is
+reported before torch loads.
 """
 
 from __future__ import annotations
@@ -69,8 +63,6 @@ class Toggle(ABC):
     off_value: ClassVar[Any]
     #: Hydra overrides that turn the toggle on (the test matrices and the docs use them)
     on: ClassVar[tuple[str, ...]]
-    #: one line for the docs: what changes in the job
-    doc: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -135,3 +127,31 @@ class Toggle(ABC):
     def baseline(cls) -> dict[str, Any]:
         """The report's default baseline: report dimension -> off value."""
         return {cls.name: cls.off_value}
+
+
+class FlagToggle(Toggle):
+    """A toggle that sets the runtime attribute named like its key's last part to its value."""
+
+    #: why it cannot act without a CUDA device (None: it can), said when it is on and the device is not CUDA
+    cuda_only: ClassVar[str | None] = None
+
+    def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
+        if self.cuda_only and self.value(cfg) and device.type != "cuda":
+            return f"not applicable: {self.cuda_only} (device={device.type})"
+        return None
+
+    def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
+        setattr(rt, self.key.rpartition(".")[2], self.value(cfg))
+
+
+class BoolToggle(FlagToggle):
+    """A true/false :class:`FlagToggle`, off by default and turned on by ``<name>=true``."""
+
+    schema = bool
+    values = (False, True)
+    off_value = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        if "name" in cls.__dict__ and "on" not in cls.__dict__:
+            cls.on = (f"{cls.name}=true",)
+        super().__init_subclass__(**kwargs)

@@ -1,33 +1,25 @@
 """``backend.channels_last``: convolutional networks and their inputs in NHWC memory format.
 
-A key of the ``backend`` group (users type ``backend.channels_last=true`` beside the other backend
-settings), but a toggle of its own: unlike the process-global backend switches it acts on the
-job's networks, through the runtime, and it cannot act on a job without convolutions (the MLP
-jobs), which it records as not applicable with the reason.
+A key of the ``backend`` group, but a toggle of its own: unlike the process-global backend switches
+it acts on the job's networks, through the runtime, and is not applicable to a job without convolutions.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlsweep.toggles.base import Toggle
+from rlsweep.toggles.base import BoolToggle
 
 if TYPE_CHECKING:
     import torch
 
     from rlsweep.config import TrainConfig
-    from rlsweep.runtime import Runtime
 
 
-class ChannelsLastToggle(Toggle):
+class ChannelsLastToggle(BoolToggle):
     # the name is the key users type: the report's cell dimension and the W&B column match the override
     name = "backend.channels_last"
     field = "backend.channels_last"  # dotted: declared by the backend group's schema (BackendConfig)
-    schema = bool
-    values = (False, True)
-    off_value = False
-    on = ("backend.channels_last=true",)
-    doc = "convolutional networks and their 4-d inputs in torch.channels_last (NHWC) memory format"
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         if not cfg.backend.channels_last:
@@ -39,9 +31,6 @@ class ChannelsLastToggle(Toggle):
             return ("not applicable: seeds_per_job > 1 runs the seeds' convolutions through torch.vmap, "
                     "which keeps no channels_last (NHWC) layout")
         return reason
-
-    def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
-        rt.channels_last = cfg.backend.channels_last
 
 
 def conv_free_reason(cfg: TrainConfig) -> str | None:

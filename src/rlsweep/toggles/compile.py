@@ -46,18 +46,14 @@ class CompileConfig:
     # when nothing a guard checks changes after warm-up: shapes, dtypes, modules (true of
     # rlsweep's algorithms); a change would then run the old graph instead of recompiling
     skip_guards_after_warmup: bool = False
-    # where inductor keeps what it compiled (FX graphs, AOT-autograd graphs, built kernels and
-    # precompiled headers), so a later job reuses it instead of compiling again. null:
-    # $TORCHINDUCTOR_CACHE_DIR when the user set it before starting, else rlsweep's folder in the
-    # user's cache directory ($XDG_CACHE_HOME or ~/.cache), which a cluster's nodes share over the
-    # home file system (torch's own default, /tmp, starts cold on every node). A sweep may keep
-    # its own: compile.cache_dir=${hydra:sweep.dir}/compile_cache
+    # where inductor keeps what it compiled, so a later job reuses it. null: $TORCHINDUCTOR_CACHE_DIR
+    # when the user set it before starting, else rlsweep_cache_dir(). A sweep may keep its own:
+    # compile.cache_dir=${hydra:sweep.dir}/compile_cache
     cache_dir: Optional[str] = None
 
 
-#: TORCHINDUCTOR_CACHE_DIR as it was when rlsweep was first imported in this process. Inductor sets
-#: the variable to its own default (a folder under /tmp) the first time it opens its caches, so a
-#: later look at the environment cannot tell that value from one the user chose.
+#: TORCHINDUCTOR_CACHE_DIR at rlsweep's first import: inductor later sets it to its own /tmp default,
+#: which the environment alone cannot tell from the user's choice
 _CACHE_ENV_AT_IMPORT = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
 
 
@@ -152,18 +148,14 @@ def _vec_isa_key() -> str:
 def prepare_vec_isa(cache_dir: str) -> str:
     """Settle which CPU vector ISAs inductor may use, once per machine kind instead of once per job.
 
-    Before compiling its first CPU kernel, inductor probes every vector ISA the CPU reports: it
-    builds a test kernel per ISA (three of them include ATen's vector headers) and then spawns a
-    Python process per ISA to load it. Measured here: ~10 s of the first compile on a cold cache,
-    and ~1.1 s of every later job (the builds are cached, the loads are not). The verdict only
-    depends on the CPU, the compiler and torch, so rlsweep keeps it beside the compile cache when
-    torch's own probe found every reported ISA usable; later jobs with the same key then trust the
-    CPU's flags (inductor's ``cpp.vec_isa_ok``, set here only while listing them). A probe that
-    rejected an ISA leaves no verdict, and every job probes as before.
+    Inductor's probe builds and loads a test kernel per vector ISA before the first CPU kernel
+    (docs/results/compile.md). Its verdict depends only on the CPU, the compiler and torch, so when
+    every ISA the CPU reports passed, it is kept beside the compile cache and later jobs with the
+    same key trust the CPU's flags; a probe that rejected one leaves no verdict. Leaves no setting changed.
 
-    Returns "user" (``TORCHINDUCTOR_VEC_ISA_OK`` is set: the user's word, nothing done), "cached"
-    (a verdict is there) or "probed" (torch's probe ran in this process; its answer is cached
-    process-wide by inductor, so the compile does not probe again). Leaves no setting changed.
+    Returns:
+        "user" (``TORCHINDUCTOR_VEC_ISA_OK`` is set: nothing done), "cached" (a verdict is there) or
+        "probed" (torch's probe ran; inductor caches its answer for the process).
     """
     from torch._inductor import config as inductor_config
     from torch._inductor import cpu_vec_isa
@@ -198,15 +190,9 @@ def prepare_vec_isa(cache_dir: str) -> str:
 
 
 def _import_probe_modules() -> None:
-    """Import, in the calling thread, every module the probe would import in its own.
-
-    The probe reaches ``torch.utils.cpp_extension``, whose setuptools import adds a finder to
-    ``sys.meta_path`` and removes it again; done in the probe's thread while the job's thread
-    imports (``torch.compile``'s first call imports dozens of modules), a removal can make that
-    thread's import skip the path finder and fail (seen once: ModuleNotFoundError for
-    ``torch._dynamo.testing``, in a fresh venv whose cold bytecode caches make imports slow).
-    Importing holds the GIL either way, so the thread loses no overlap by this.
-    """
+    """Import, in the calling thread, every module the probe would import in its own: setuptools (via
+    ``torch.utils.cpp_extension``) adds and removes a ``sys.meta_path`` finder, which can make an
+    import running at the same time in the job's thread fail."""
     import torch._inductor.codecache
     import torch._inductor.config
     import torch._inductor.cpp_builder
@@ -217,14 +203,11 @@ def _import_probe_modules() -> None:
 
 
 class VecIsaProbe:
-    """:func:`prepare_vec_isa` in a background thread from the job's start.
+    """:func:`prepare_vec_isa` in a background thread, overlapping the job's start-up.
 
-    On a cold cache the probe is mostly waiting for the C++ compiler and for the loading
-    processes, so it overlaps the job's start-up, env creation and first collection; the first
-    compiled call waits for what is left of it (:meth:`ready`, counted as compile time). What the
-    thread learns reaches the compile through inductor's process-wide caches of the probe's
-    answers; no setting changes in the compiling thread (inductor's settings are per context,
-    and a changed one would also change every compiled graph's cache key).
+    The first compiled call waits for what is left of it (:meth:`ready`, counted as compile time).
+    Its answers reach the compile through inductor's process-wide caches; no setting changes in the
+    compiling thread (that would change every compiled graph's cache key).
     """
 
     def __init__(self, cache_dir: str) -> None:
@@ -253,7 +236,6 @@ class CompileToggle(Toggle):
     values = COMPILE_MODES
     off_value = "none"
     on = ("compile=default",)
-    doc = "torch.compile with that mode on the acting forward (act) and/or the whole update step (update)"
 
     def validate(self, cfg: TrainConfig) -> list[str]:
         errors = super().validate(cfg)

@@ -1,4 +1,4 @@
-"""``dtype``: mixed precision through torch.autocast (float32 = no autocast)."""
+"""``dtype``: mixed precision through torch.autocast (float32 = no autocast; float16 on CUDA adds a GradScaler)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ class DtypeToggle(Toggle):
     values = DTYPES
     off_value = "float32"
     on = ("dtype=bfloat16",)
-    doc = "torch.autocast on the job's device around forwards and losses; GradScaler for float16 on CUDA"
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
         if cfg.dtype.name == "float32":

@@ -10,25 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlsweep.toggles.base import Toggle, text
+from rlsweep.toggles.base import FlagToggle, text
 
 if TYPE_CHECKING:
-    import torch
-
     from rlsweep.config import TrainConfig
-    from rlsweep.runtime import Runtime
 
 STAGING = "staging"
 
 
-class PinMemoryToggle(Toggle):
+class PinMemoryToggle(FlagToggle):
     name = "pin_memory"
     # a bool or the word "staging": OmegaConf 2.3 has no Union, so Any, and validate() checks the type
     schema = Any
     values = (False, True, STAGING)
     off_value = False
     on = ("pin_memory=true",)
-    doc = "host->device copies go through .pin_memory() first (true) or reused pinned staging buffers (staging); CUDA only"
+    cuda_only = "pinned memory needs a CUDA device"
 
     def validate(self, cfg: TrainConfig) -> list[str]:
         value = self.value(cfg)
@@ -36,11 +33,3 @@ class PinMemoryToggle(Toggle):
         if not any(type(value) is type(v) and value == v for v in self.values):
             return [f"{self.key}={text(value)} is not valid; choose one of: {', '.join(map(text, self.values))}"]
         return []
-
-    def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
-        if cfg.pin_memory and device.type != "cuda":
-            return f"not applicable: pinned memory needs a CUDA device (device={device.type})"
-        return None
-
-    def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
-        rt.pin_memory = cfg.pin_memory
