@@ -1,8 +1,7 @@
 """The gradient step, owned by the runtime: an algorithm writes its losses, rlsweep takes the step.
 
-An algorithm builds one :class:`Update` around the function that makes one gradient step and, in
-that function, hands each loss to :meth:`Runtime.minimize` with the ``torch.optim`` optimizer that
-owns its parameters::
+An algorithm builds one :class:`Update` around its gradient-step function, which hands each loss to
+:meth:`Runtime.minimize` with the ``torch.optim`` optimizer that owns its parameters::
 
     self.update = rt.update(self._gradient_step, self.modules(), self.optimizers())
 
@@ -11,22 +10,19 @@ owns its parameters::
 
 How the step is taken is the ``compile`` and ``dtype`` toggles' business, not the algorithm's:
 
-* eager (the baseline every toggle is compared with): ``loss.backward()``, the norm clip, the
-  optimizer's own ``step()``, and with float16 on CUDA one GradScaler for every optimizer of the
-  step, updated once after all of them;
-* compiled ("update" in ``compile.functions``): the whole step is ONE graph. ``backward()`` and
-  ``step()`` would split it into forward, backward and optimizer graphs, and for small RL networks
-  each graph's call overhead is a real share of the step. So the loss is called with the
-  optimized parameters swapped in (``torch.func.functional_call`` on a root holding the
-  algorithm's modules), its gradients come from ``torch.func.grad_and_value``, and the clip and
-  the optimizer's update are torch's own formulas on the optimizer's own state tensors: a
-  checkpoint, a resume or a later eager run see an ordinary ``torch.optim`` state. Learning
-  rates enter as tensors, so a schedule changes a value, never the graph.
+* eager (the baseline): ``loss.backward()``, the norm clip, the optimizer's own ``step()``; with
+  float16 on CUDA one GradScaler for the step's optimizers, updated once after all of them;
+* compiled ("update" in ``compile.functions``): ONE graph, as ``backward()`` and ``step()`` would
+  split it in three and each graph's call overhead is a real share of a small network's step. The
+  loss is called with the parameters swapped in (``torch.func.functional_call``), its gradients
+  come from ``torch.func.grad_and_value``, and the clip and the update are torch's formulas on the
+  optimizer's own state tensors, so a checkpoint or an eager run sees an ordinary ``torch.optim``
+  state. Learning rates enter as tensors: a schedule changes a value, never the graph.
 
-The single-graph step knows Adam, AdamW, RMSprop and SGD (the optimizers RL code uses); another
-optimizer, or an option it does not write (``amsgrad``, ``maximize``, SGD's ``dampening``), or a
-GradScaler (its skipped steps are a host decision) keeps the eager step inside the compiled
-function, and the compile record shows the graph breaks that costs.
+The single-graph step knows Adam, AdamW, RMSprop and SGD; another optimizer, an option it does
+not write (``amsgrad``, ``maximize``, SGD's ``dampening``) or a GradScaler (its skipped steps are
+a host decision) keeps the eager step inside the compiled function, and the compile record shows
+the graph breaks that costs.
 """
 
 from __future__ import annotations
@@ -231,11 +227,10 @@ class Update:
     def _refresh(self, index: int) -> None:
         """Bring ``self._bound[index]`` up to date with optimizer ``index``: (groups, learning rates, state).
 
-        The groups are copies of (parameters, hyper-parameters but the learning rate), replaced when
-        the optimizer's change (a recompile: the graph holds them as constants). The learning rates
-        are tensors: a group's own, or a float copied into one, so a schedule changes a value, not the
-        graph. The state lists keep their tensors: a state loaded from a checkpoint is copied into
-        them, so a resumed job does not recompile.
+        The groups (parameters, hyper-parameters but the learning rate) are constants of the graph:
+        replaced, they recompile. A float learning rate is copied into a tensor, so a schedule
+        changes a value, not the graph; a state loaded from a checkpoint is copied into the state
+        tensors the graph holds, so a resumed job does not recompile.
         """
         opt = self.optimizers[index]
         bound = self._bound[index]
