@@ -242,12 +242,10 @@ def observation_space(env_cfg: EnvConfig) -> gym.Space:
 def atari_wrappers(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
     """The Atari preprocessing of CleanRL's ``ppo_atari.py``/``dqn_atari.py`` and SB3's ``AtariWrapper``.
 
-    From the ALE env (made with ``frameskip=1``) outwards: gymnasium's ``AtariPreprocessing``
-    (up to ``noop_max`` no-ops after a reset, ``frame_skip`` frames per step max-pooled over the
-    last two, 84x84 grey, uint8), :class:`GameStatistics` (the raw score of whole games, for the
-    record), :class:`EpisodicLife` (a lost life ends the training episode), :class:`FireReset` (for
-    games that need FIRE to start), reward clipping to its sign, and ``frame_stack`` stacked frames
-    (observations ``(4, 84, 84)`` uint8).
+    From the ALE env (made with ``frameskip=1``) outwards: no-ops after a reset, ``frame_skip``
+    frames per step max-pooled over the last two, 84x84 grey uint8 frames, the raw score of whole
+    games for the record (:class:`GameStatistics`), a lost life ending the training episode, FIRE
+    after a reset where the game needs it, rewards clipped to their sign, ``frame_stack`` frames.
     """
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TransformReward
 

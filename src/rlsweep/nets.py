@@ -171,10 +171,9 @@ def encoder_errors(encoder: str, env_cfg: EnvConfig) -> list[str]:
 class NatureCNN(nn.Module):
     """The Nature-DQN encoder (Mnih et al. 2015): three convolutions, then 512 features, ReLU.
 
-    Takes the uint8 frames as they come from the host (a copy of a quarter of float32's size)
-    and scales them to [0, 1] on the device, inside the forward. With ``rt.channels_last`` (the
-    ``backend.channels_last`` toggle) its weights are in ``torch.channels_last`` memory format
-    and every input is converted to it, so the convolutions run in NHWC.
+    Takes uint8 frames as they come from the host (a quarter of float32's bytes to copy) and
+    scales them to [0, 1] on the device. With ``rt.channels_last`` (the ``backend.channels_last``
+    toggle) its weights and inputs are in ``torch.channels_last`` format: the convolutions run in NHWC.
     """
 
     def __init__(self, obs_shape: Sequence[int], rt: Runtime, features: int = 512) -> None:

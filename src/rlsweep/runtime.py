@@ -28,11 +28,8 @@ if TYPE_CHECKING:
 
 
 def make_twin(module: nn.Module) -> nn.Module:
-    """An eval-mode copy of ``module`` that shares every Parameter and buffer object with it.
-
-    Optimizer steps on the original are seen by the twin without any copy, so acting can use the
-    twin while the original stays in train mode: no ``.train()``/``.eval()`` switching.
-    """
+    """An eval-mode copy of ``module`` sharing its Parameter and buffer objects: it sees every optimizer
+    step without a copy, so acting uses it while the original stays in train mode (no mode switching)."""
     shared = {id(t): t for t in [*module.parameters(), *module.buffers()]}
     twin = copy.deepcopy(module, memo=shared)
     return twin.eval()
