@@ -27,6 +27,7 @@ the graph breaks that costs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -320,12 +321,6 @@ def _adam(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: 
 
 
 @torch.no_grad()
-def _adamw(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
-           group: dict[str, Any], lr: torch.Tensor) -> None:
-    _adam(params, grads, state, group, lr, decoupled=True)
-
-
-@torch.no_grad()
 def _rmsprop(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
              group: dict[str, Any], lr: torch.Tensor) -> None:
     alpha, eps, weight_decay, momentum = group["alpha"], group["eps"], group["weight_decay"], group["momentum"]
@@ -365,7 +360,8 @@ def _sgd(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: l
 
 
 _STEPS: dict[type[torch.optim.Optimizer], Callable[..., None]] = {
-    torch.optim.Adam: _adam, torch.optim.AdamW: _adamw, torch.optim.RMSprop: _rmsprop, torch.optim.SGD: _sgd}
+    torch.optim.Adam: _adam, torch.optim.AdamW: functools.partial(_adam, decoupled=True),
+    torch.optim.RMSprop: _rmsprop, torch.optim.SGD: _sgd}
 
 
 def _once(scalars: torch.Tensor) -> torch.Tensor:
