@@ -267,9 +267,8 @@ class Update:
 def _state_lists(opt: torch.optim.Optimizer, group: dict[str, Any]) -> list[list[torch.Tensor]]:
     """``group``'s state per key (parallel lists over its parameters), created as torch.optim creates it.
 
-    A capturable optimizer keeps its step counters on the parameters' device; its state tensors
-    are marked as static addresses, as torch.optim does when compiled, so a CUDA graph updates
-    them in place instead of skipping the graph for mutated inputs.
+    A capturable optimizer's state tensors are marked as static addresses, as torch.optim does when
+    compiled, so a CUDA graph updates them in place instead of skipping the graph for mutated inputs.
     """
     keys = _STATE_KEYS[type(opt)](group)
     capturable = group.get("capturable", False)
@@ -365,10 +364,7 @@ _STEPS: dict[type[torch.optim.Optimizer], Callable[..., None]] = {
 
 
 def _once(scalars: torch.Tensor) -> torch.Tensor:
-    """``scalars``, computed once per call instead of once per vector of every parameter.
-
-    Inductor inlines scalar pointwise math into each kernel that reads it, so Adam's two ``pow``
-    would be evaluated for every 8 floats of every parameter, and they would be most of the Adam
-    step's cost (docs/results/profiling.md). A reduction is always its own buffer.
-    """
+    """``scalars``, computed once per call: inductor inlines scalar pointwise math into each kernel
+    that reads it, and Adam's two ``pow`` for every vector of every parameter would be most of its
+    step's cost (docs/results/profiling.md). A reduction is always its own buffer."""
     return scalars.unsqueeze(-1).amax(-1)
