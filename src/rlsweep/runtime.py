@@ -283,9 +283,7 @@ class Runtime:
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
         """A GradScaler when float16 runs on CUDA, else None (one per :class:`Update`)."""
-        if self.use_grad_scaler:
-            return torch.amp.GradScaler(self.device.type)
-        return None
+        return torch.amp.GradScaler(self.device.type) if self.use_grad_scaler else None
 
     # -- inplace ---------------------------------------------------------------------------------
     def activation(self, kind: str) -> nn.Module:
