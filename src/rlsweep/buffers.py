@@ -3,13 +3,12 @@
 Replay lives on the host on purpose: buffers outgrow device memory, and the host->device copy
 of every sampled batch is exactly where ``pin_memory``/``non_blocking`` act.
 
-Observations are stored in their own dtype: Atari frames stay uint8 (a (4, 84, 84) observation is
-28 KB, in float32 it would be 113 KB) and are scaled on the device by the network. With
-``store_next_obs=False`` each observation is stored once: the next observation of a transition is
-the observation stored one vector step later for the same env, except where an episode ended
-(its real last observation is kept apart, one per ended episode) and for the latest step (kept
-until the next step comes). Sampling returns exactly what the full buffer would, at half the
-memory: 100k Atari transitions take 2.8 GB instead of 5.6 GB (docs/guide/atari.md).
+Observations are stored in their own dtype (Atari frames stay uint8, a quarter of float32's
+bytes) and scaled on the device by the network. With ``store_next_obs=False`` each is stored
+once: a transition's next observation is the one stored a vector step later for the same env,
+except where an episode ended (its real last observation is kept apart) and for the latest step
+(kept until the next comes). Sampling returns exactly what the full buffer would, at half the
+memory (docs/guide/atari.md).
 """
 
 from __future__ import annotations

@@ -18,19 +18,16 @@ from rlsweep.config import EnvConfig
 def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> gym.vector.VectorEnv:
     """A vector env with SAME_STEP autoreset and episode statistics, reset with ``seed``.
 
-    A list of seeds (``seeds_per_job``) splits the envs among them, seed by seed, and seeds each
-    seed's envs as a job of that seed alone seeds its own: env ``i`` of seed ``s`` with ``s + i``.
+    A list of seeds (``seeds_per_job``) splits the envs among them, seed by seed: env ``i`` of
+    seed ``s`` is seeded ``s + i``, as in a job of that seed alone.
 
-    SAME_STEP autoreset makes every step a real transition: when an episode ends, the step
-    returns the next episode's first observation and the true last one in
-    ``info["final_obs"]``. The default NEXT_STEP mode inserts a reset step whose action is
-    ignored, which would enter rollouts and replay buffers as a fake transition.
+    SAME_STEP autoreset makes every step a real transition (an episode's true last observation is
+    in ``info["final_obs"]``); the default NEXT_STEP inserts a reset step whose action is ignored,
+    a fake transition in rollouts and replay buffers.
 
-    ``env.vectorization=sync`` steps the envs in this process with :class:`SameStepSyncVectorEnv`,
-    ``async`` with gymnasium's AsyncVectorEnv (a process per env).
-
-    With ``env_cfg.atari`` every env is wrapped by :func:`atari_wrappers` and the recorded
-    episodes are whole games with their raw (unclipped) returns.
+    ``env.vectorization=sync`` steps the envs in this process (:class:`SameStepSyncVectorEnv`),
+    ``async`` in a process each (gymnasium's AsyncVectorEnv). With ``env_cfg.atari`` every env is
+    wrapped by :func:`atari_wrappers` and the recorded episodes are whole games with raw returns.
     """
     kwargs: dict[str, Any] = {}
     wrappers: list[Callable[[gym.Env], gym.Env]] = []
@@ -69,13 +66,11 @@ def _make_env(env_id: str, kwargs: dict[str, Any], wrappers: list[Callable[[gym.
 class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
     """gymnasium's ``SyncVectorEnv`` with SAME_STEP autoreset, and a leaner ``step``.
 
-    Its steps return what ``SyncVectorEnv(..., autoreset_mode=SAME_STEP)``'s return: the same
-    observations, rewards, flags and info, ``final_obs`` and ``final_info`` included (tested step
-    by step). The loop reads each env's flags as the env returned them instead of back from numpy
-    arrays, merges an env's info only when it has one, writes array observations straight into
-    their rows of the batch (no ``concatenate``) and copies the batch with ``ndarray.copy`` rather
-    than ``deepcopy``: with cheap envs such as CartPole, gymnasium's own loop is a large share of
-    a vector step (the measurement: docs/results/profiling.md).
+    Its steps return what ``SyncVectorEnv(..., autoreset_mode=SAME_STEP)``'s return, ``final_obs``
+    and ``final_info`` included (tested step by step), but its loop reads each env's flags as the
+    env returned them, merges an env's info only when it has one, writes array observations
+    straight into the batch and copies it with ``ndarray.copy``: with cheap envs such as CartPole,
+    gymnasium's own loop is a large share of a vector step (docs/results/profiling.md).
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], copy: bool = True) -> None:
@@ -115,14 +110,12 @@ class EpisodeStatistics(VectorWrapper):
     """Return and length of every episode that ends, in ``info["episode"]`` (``"r"``, ``"l"``) and
     ``info["_episode"]``: the keys and numbers of gymnasium's ``RecordEpisodeStatistics``.
 
-    For SAME_STEP autoreset only. There every step counts toward an episode, and an episode ended
-    exactly when the vector env put ``"final_obs"`` in info, so a step where none ended costs two
-    in-place additions. gymnasium's wrapper, which also handles NEXT_STEP and keeps wall times and
-    queues, added ~20% to an 8-env CartPole step; this one adds under 10% (profiled).
+    For SAME_STEP autoreset only: there an episode ended exactly when info has ``"final_obs"``, so
+    a step where none ended costs two in-place additions (gymnasium's wrapper also handles
+    NEXT_STEP and keeps wall times and queues, at a cost on every step).
 
-    With ``game_key`` the episodes are read from each env's ``final_info[game_key]`` instead
-    (``(return, length)`` of a whole game, written by :class:`GameStatistics` under the Atari
-    wrappers): a lost life ends a training episode but not the recorded one, and the recorded
+    With ``game_key`` the episodes are whole games, read from each env's ``final_info[game_key]``
+    (written by :class:`GameStatistics`): a lost life does not end the recorded episode, and its
     return is the raw score, not the clipped reward sum.
     """
 
@@ -249,12 +242,10 @@ def observation_space(env_cfg: EnvConfig) -> gym.Space:
 def atari_wrappers(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
     """The Atari preprocessing of CleanRL's ``ppo_atari.py``/``dqn_atari.py`` and SB3's ``AtariWrapper``.
 
-    From the ALE env (made with ``frameskip=1``) outwards: gymnasium's ``AtariPreprocessing``
-    (up to ``noop_max`` no-ops after a reset, ``frame_skip`` frames per step max-pooled over the
-    last two, 84x84 grey, uint8), :class:`GameStatistics` (the raw score of whole games, for the
-    record), :class:`EpisodicLife` (a lost life ends the training episode), :class:`FireReset` (for
-    games that need FIRE to start), reward clipping to its sign, and ``frame_stack`` stacked frames
-    (observations ``(4, 84, 84)`` uint8).
+    From the ALE env (made with ``frameskip=1``) outwards: no-ops after a reset, ``frame_skip``
+    frames per step max-pooled over the last two, 84x84 grey uint8 frames, the raw score of whole
+    games for the record (:class:`GameStatistics`), a lost life ending the training episode, FIRE
+    after a reset where the game needs it, rewards clipped to their sign, ``frame_stack`` frames.
     """
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TransformReward
 

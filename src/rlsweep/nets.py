@@ -25,11 +25,10 @@ def layer_init(layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: f
 class OutputLinear(nn.Linear):
     """The output layer, in float32 even under autocast (``dtype=bfloat16``/``float16``).
 
-    Its outputs are values, logits and means, and in bfloat16 they keep 8 mantissa bits: a Q-value
-    near -300 is then good to +-1, coarser than Pendulum's rewards, and a SAC seed that learned in
-    float32 (-133) stayed at -544. The layer is a few hundred multiply-adds; the hidden layers keep
-    the reduced precision, and its speed. So every ``mlp`` returns float32, with or without
-    autocast: its callers need no ``.float()``.
+    Its outputs are values, logits and means, and bfloat16's 8 mantissa bits make a Q-value in the
+    hundreds coarser than Pendulum's rewards: a SAC seed then did not learn
+    (docs/results/bench_choices.md). The layer is tiny; the hidden layers keep the reduced
+    precision and its speed. Every ``mlp`` so returns float32: its callers need no ``.float()``.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -42,14 +41,12 @@ class OutputLinear(nn.Linear):
 class MLP(nn.Sequential):
     """``nn.Sequential`` whose forward runs its layers' torch ops itself.
 
-    For the layers ``mlp`` builds it calls ``F.linear`` on the layer's current parameters and the
-    activation's torch op, without ``Module.__call__`` or the layers' Python ``forward``: at
-    acting batch sizes every Python call is a real share of the forward (docs/results/profiling.md).
-
-    Parameters are read from each layer's ``_parameters`` at call time, so
-    ``torch.func.functional_call``, ``load_state_dict`` and ``.to()`` act as on ``nn.Sequential``;
-    other layer types run their own ``forward``. The layers' own hooks do not run; the network's
-    hooks, parameters, state_dict keys and torch.compile tracing are those of ``nn.Sequential``.
+    For the layers ``mlp`` builds it calls ``F.linear`` and the activation's op without
+    ``Module.__call__``: at acting batch sizes every Python call is a real share of the forward
+    (docs/results/profiling.md). Parameters are read from each layer's ``_parameters`` at call
+    time, so ``functional_call``, ``load_state_dict``, ``.to()``, the network's hooks, state_dict
+    keys and torch.compile tracing act as on ``nn.Sequential``; the layers' own hooks do not run,
+    and other layer types run their own ``forward``.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -68,17 +65,15 @@ class MLP(nn.Sequential):
         """This network's forward on 2-D inputs as bare torch ops on its parameters as they are now.
 
         For many small forwards between which no parameter is replaced (a rollout's acting steps):
-        ``F.linear`` of a 2-D input is ``addmm(bias, x, weight.t())``, and here each ``weight.t()``
-        is made once, not per call and layer (a real share of a call at acting sizes), and no Module is
-        called: the same ops on the same tensors, so the same numbers (tested). In-place parameter
-        updates reach it (the transposes are views); make it again after parameters are replaced.
-        Without autograd only (the views are detached).
+        ``F.linear`` of a 2-D input is ``addmm(bias, x, weight.t())``; here each ``weight.t()`` is
+        made once and no Module is called: the same ops on the same tensors, so the same numbers
+        (tested). In-place parameter updates reach it (the transposes are views); make it again
+        after parameters are replaced. Without autograd only (the views are detached). Parameters
+        stacked over seeds (a :class:`~rlsweep.seeds.SeedStack`'s) give the same per seed with
+        ``baddbmm``, on seed-major rows.
 
         None where that does not hold: autocast on (the output layer leaves it), or a layer other
         than ``nn.Linear``/``OutputLinear`` with a bias, or :class:`~rlsweep.runtime.Activation`.
-
-        Parameters stacked over seeds (a :class:`~rlsweep.seeds.SeedStack`'s, seeds first) give the
-        same per seed with ``baddbmm``, on inputs whose rows are the seeds' rows one seed after another.
         """
         if any(torch.is_autocast_enabled(p.device.type) for p in self.parameters()):
             return None
@@ -176,10 +171,9 @@ def encoder_errors(encoder: str, env_cfg: EnvConfig) -> list[str]:
 class NatureCNN(nn.Module):
     """The Nature-DQN encoder (Mnih et al. 2015): three convolutions, then 512 features, ReLU.
 
-    Takes the uint8 frames as they come from the host (a copy of a quarter of float32's size)
-    and scales them to [0, 1] on the device, inside the forward. With ``rt.channels_last`` (the
-    ``backend.channels_last`` toggle) its weights are in ``torch.channels_last`` memory format
-    and every input is converted to it, so the convolutions run in NHWC.
+    Takes uint8 frames as they come from the host (a quarter of float32's bytes to copy) and
+    scales them to [0, 1] on the device. With ``rt.channels_last`` (the ``backend.channels_last``
+    toggle) its weights and inputs are in ``torch.channels_last`` format: the convolutions run in NHWC.
     """
 
     def __init__(self, obs_shape: Sequence[int], rt: Runtime, features: int = 512) -> None:

@@ -28,11 +28,8 @@ if TYPE_CHECKING:
 
 
 def make_twin(module: nn.Module) -> nn.Module:
-    """An eval-mode copy of ``module`` that shares every Parameter and buffer object with it.
-
-    Optimizer steps on the original are seen by the twin without any copy, so acting can use the
-    twin while the original stays in train mode: no ``.train()``/``.eval()`` switching.
-    """
+    """An eval-mode copy of ``module`` sharing its Parameter and buffer objects: it sees every optimizer
+    step without a copy, so acting uses it while the original stays in train mode (no mode switching)."""
     shared = {id(t): t for t in [*module.parameters(), *module.buffers()]}
     twin = copy.deepcopy(module, memo=shared)
     return twin.eval()
@@ -111,8 +108,7 @@ class Runtime:
         # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
         self.channels_last = False
         self._update: Update | None = None  # the gradient step being taken (rt.minimize's)
-        # seeds_per_job: the seeds this process trains together, their random streams, and the
-        # reason each seed that failed stopped (by index into seed_values)
+        # seeds_per_job: the seeds trained together, their random streams, why a seed stopped (by index)
         self.seed_values: tuple[int, ...] = (0,)
         self._rngs: list[torch.Generator] | None = None  # made at first use: a generator on CUDA touches CUDA
         self.failed: dict[int, str] = {}
@@ -301,9 +297,7 @@ class Runtime:
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
         """A GradScaler when float16 runs on CUDA, else None (one per :class:`Update`)."""
-        if self.use_grad_scaler:
-            return torch.amp.GradScaler(self.device.type)
-        return None
+        return torch.amp.GradScaler(self.device.type) if self.use_grad_scaler else None
 
     # -- inplace ---------------------------------------------------------------------------------
     def activation(self, kind: str) -> nn.Module:
@@ -341,14 +335,10 @@ def _seed_rng(seed: int, device: torch.device) -> torch.Generator:
 class PinnedStaging:
     """Page-locked host buffers allocated once per (shape, dtype) and reused for every copy.
 
-    Two buffers per shape, used in turn: with ``non_blocking`` a copy out of a buffer may still be
-    running when the next step wants to fill it, so each buffer keeps the event recorded after its
-    last copy and waits for it before being overwritten (a second buffer lets one step's copy run
-    while the next step's data is written). Without ``non_blocking`` the copy has finished when
-    ``.to`` returns, and no event is needed.
-
-    ``allocate`` and ``new_event`` default to pinned CUDA memory and CUDA events; tests on a machine
-    without CUDA pass stand-ins to check the reuse and the waiting.
+    Two buffers per shape, used in turn, so one step's copy runs while the next step's data is
+    written. With ``non_blocking`` a copy out of a buffer may still run when it is next filled:
+    each keeps the event of its last copy and waits for it first. ``allocate`` and ``new_event``
+    (pinned CUDA memory and CUDA events by default) let tests without CUDA pass stand-ins.
     """
 
     SLOTS = 2
@@ -387,11 +377,10 @@ class Policy:
     """Acting, written once: observations to the device, the acting forward, its output back, each timed.
 
     ``policy(obs, *extra)`` copies the host array ``obs`` to the device (``rt.h2d``, timed "h2d"),
-    runs ``forward(*modules, obs, *extra)`` on eval-mode views of ``modules`` (twins sharing their
-    parameters, or the originals switched around the call: ``twin_modules``) under autocast and
-    inference mode, compiled as "act" (``compile``), and copies the output back (``rt.d2h``,
-    timed "d2h"). Without ``forward`` it is the first module's forward; eager, an MLP's then runs
-    as bare ops (``nets.MLP.inference_fn``: the same numbers, no Module call per step).
+    runs ``forward(*modules, obs, *extra)`` on eval-mode views of ``modules`` (``twin_modules``)
+    under autocast and inference mode, compiled as "act", and copies the output back (``rt.d2h``,
+    timed "d2h"). Without ``forward`` it is the first module's forward, run eagerly as bare ops
+    where the module has them (``nets.MLP.inference_fn``: the same numbers, no Module call).
     """
 
     def __init__(self, rt: Runtime, timer: PhaseTimer, modules: Iterable[nn.Module],

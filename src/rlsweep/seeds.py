@@ -1,22 +1,18 @@
 """Several seeds trained in one process: their networks stacked, their calls vectorised.
 
-A job with ``seeds_per_job > 1`` trains S seeds of one cell together (the issue's remedy for small
-networks: one vectorised call over S parameter sets instead of S calls, and one process's start-up
-and compile instead of S). Each network of the algorithm is built once per seed, from that seed's
-random stream, and held as a :class:`SeedStack`: the S copies' parameters stacked along a new
-leading dimension, so ``torch.optim`` optimizes them as ordinary tensors (Adam, RMSprop and SGD
-act elementwise: one optimizer over the stacks takes the very steps S optimizers would take).
+A job with ``seeds_per_job > 1`` trains S seeds of one cell together: for small networks, one
+vectorised call over S parameter sets instead of S calls, and one start-up and compile instead of
+S. Each network is built once per seed, from that seed's random stream, and held as a
+:class:`SeedStack` of the S copies' parameters stacked along a leading dimension: Adam, RMSprop
+and SGD act elementwise, so one optimizer over the stacks takes the steps S optimizers would.
 
-A stacked network's forward takes the S seeds' rows one after another along its input's first
-dimension (seed-major: seed 0's rows, then seed 1's, ...) and runs the one network on each seed's
-rows with that seed's parameters, through ``torch.func.vmap``. Where the runtime runs code once
-per seed -- a gradient step (:class:`rlsweep.update.Update` vmaps the whole step over the seeds),
-an acting forward (``rt.policy``), one seed's evaluation (:func:`run_as_seed`) -- it is that
-seed's network, methods and buffers included.
+A stacked network's forward takes the seeds' rows seed-major (seed 0's rows, then seed 1's, ...)
+and runs each seed's rows with that seed's parameters through ``torch.func.vmap``. Where the
+runtime runs code once per seed (:class:`rlsweep.update.Update`'s step, ``rt.policy``'s forward,
+:func:`run_as_seed`) it is that seed's network, methods and buffers included.
 
 ``torch.func`` rather than TensorDict's ``from_modules``/``to_module``: both end in
-``functional_call`` under ``vmap``; torch.func is already what the runtime-owned update is written
-in, and the measurement is in docs/results/seeds.md.
+``functional_call`` under ``vmap``, and the update is written in torch.func (docs/results/seeds.md).
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
 """Phase timers: honest per-phase times that do not change what they measure, warm-up excluded.
 
-Usage in a hot loop (two calls per phase, no context manager)::
+In a hot loop, two calls per phase and no context manager: ``t = timer.start()``, the work,
+``timer.stop("act", t)``; ``t = timer.lap("h2d", t)`` between phases that follow each other. The
+runner calls ``timer.end_iteration()`` after every iteration and sets ``timer.recording`` after
+the warm-up iterations. Each phase gets two clocks:
 
-    t = timer.start()
-    ...work...
-    timer.stop("act", t)
-
-and ``t = timer.lap("h2d", t)`` between phases that follow each other directly. The runner calls
-``timer.end_iteration()`` once at the end of every iteration.
-
-Samples are recorded only while ``timer.recording`` is true (the runner switches it on after the
-warm-up iterations). Each phase gets two clocks:
-
-* host time (``perf_counter``): how long the Python thread spent between the phase's boundaries;
-* device time: on CUDA, the time between two CUDA events recorded on the current stream at the
-  boundaries, i.e. how long the device's queue took to get from one boundary to the next. The
-  events are read once per iteration, in ``end_iteration``, after its one synchronisation. No
-  boundary synchronises: a sync at every boundary would remove the host/device overlap that
-  ``non_blocking`` copies and pinned memory exist to create, and measure a straw man. On CPU the
-  device time is the host time.
+* host time (``perf_counter``) between the phase's boundaries;
+* device time: on CUDA, between two CUDA events recorded on the current stream at the boundaries,
+  read in ``end_iteration`` after its one synchronisation. No boundary synchronises: that would
+  remove the host/device overlap ``non_blocking`` copies and pinned memory exist to create. On
+  CPU the device time is the host time.
 """
 
 from __future__ import annotations

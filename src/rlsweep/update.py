@@ -1,8 +1,7 @@
 """The gradient step, owned by the runtime: an algorithm writes its losses, rlsweep takes the step.
 
-An algorithm builds one :class:`Update` around the function that makes one gradient step and, in
-that function, hands each loss to :meth:`Runtime.minimize` with the ``torch.optim`` optimizer that
-owns its parameters::
+An algorithm builds one :class:`Update` around its gradient-step function, which hands each loss to
+:meth:`Runtime.minimize` with the ``torch.optim`` optimizer that owns its parameters::
 
     self.update = rt.update(self._gradient_step, self.modules(), self.optimizers())
 
@@ -11,26 +10,24 @@ owns its parameters::
 
 How the step is taken is the ``compile`` and ``dtype`` toggles' business, not the algorithm's:
 
-* eager (the baseline every toggle is compared with): ``loss.backward()``, the norm clip, the
-  optimizer's own ``step()``, and with float16 on CUDA one GradScaler for every optimizer of the
-  step, updated once after all of them;
-* compiled ("update" in ``compile.functions``): the whole step is ONE graph. ``backward()`` and
-  ``step()`` would split it into forward, backward and optimizer graphs, and for small RL networks
-  each graph's call overhead is a real share of the step. So the loss is called with the
-  optimized parameters swapped in (``torch.func.functional_call`` on a root holding the
-  algorithm's modules), its gradients come from ``torch.func.grad_and_value``, and the clip and
-  the optimizer's update are torch's own formulas on the optimizer's own state tensors: a
-  checkpoint, a resume or a later eager run see an ordinary ``torch.optim`` state. Learning
-  rates enter as tensors, so a schedule changes a value, never the graph.
+* eager (the baseline): ``loss.backward()``, the norm clip, the optimizer's own ``step()``; with
+  float16 on CUDA one GradScaler for the step's optimizers, updated once after all of them;
+* compiled ("update" in ``compile.functions``): ONE graph, as ``backward()`` and ``step()`` would
+  split it in three and each graph's call overhead is a real share of a small network's step. The
+  loss is called with the parameters swapped in (``torch.func.functional_call``), its gradients
+  come from ``torch.func.grad_and_value``, and the clip and the update are torch's formulas on the
+  optimizer's own state tensors, so a checkpoint or an eager run sees an ordinary ``torch.optim``
+  state. Learning rates enter as tensors: a schedule changes a value, never the graph.
 
-The single-graph step knows Adam, AdamW, RMSprop and SGD (the optimizers RL code uses); another
-optimizer, or an option it does not write (``amsgrad``, ``maximize``, SGD's ``dampening``), or a
-GradScaler (its skipped steps are a host decision) keeps the eager step inside the compiled
-function, and the compile record shows the graph breaks that costs.
+The single-graph step knows Adam, AdamW, RMSprop and SGD; another optimizer, an option it does
+not write (``amsgrad``, ``maximize``, SGD's ``dampening``) or a GradScaler (its skipped steps are
+a host decision) keeps the eager step inside the compiled function, and the compile record shows
+the graph breaks that costs.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -231,11 +228,10 @@ class Update:
     def _refresh(self, index: int) -> None:
         """Bring ``self._bound[index]`` up to date with optimizer ``index``: (groups, learning rates, state).
 
-        The groups are copies of (parameters, hyper-parameters but the learning rate), replaced when
-        the optimizer's change (a recompile: the graph holds them as constants). The learning rates
-        are tensors: a group's own, or a float copied into one, so a schedule changes a value, not the
-        graph. The state lists keep their tensors: a state loaded from a checkpoint is copied into
-        them, so a resumed job does not recompile.
+        The groups (parameters, hyper-parameters but the learning rate) are constants of the graph:
+        replaced, they recompile. A float learning rate is copied into a tensor, so a schedule
+        changes a value, not the graph; a state loaded from a checkpoint is copied into the state
+        tensors the graph holds, so a resumed job does not recompile.
         """
         opt = self.optimizers[index]
         bound = self._bound[index]
@@ -271,9 +267,8 @@ class Update:
 def _state_lists(opt: torch.optim.Optimizer, group: dict[str, Any]) -> list[list[torch.Tensor]]:
     """``group``'s state per key (parallel lists over its parameters), created as torch.optim creates it.
 
-    A capturable optimizer keeps its step counters on the parameters' device; its state tensors
-    are marked as static addresses, as torch.optim does when compiled, so a CUDA graph updates
-    them in place instead of skipping the graph for mutated inputs.
+    A capturable optimizer's state tensors are marked as static addresses, as torch.optim does when
+    compiled, so a CUDA graph updates them in place instead of skipping the graph for mutated inputs.
     """
     keys = _STATE_KEYS[type(opt)](group)
     capturable = group.get("capturable", False)
@@ -325,12 +320,6 @@ def _adam(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: 
 
 
 @torch.no_grad()
-def _adamw(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
-           group: dict[str, Any], lr: torch.Tensor) -> None:
-    _adam(params, grads, state, group, lr, decoupled=True)
-
-
-@torch.no_grad()
 def _rmsprop(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
              group: dict[str, Any], lr: torch.Tensor) -> None:
     alpha, eps, weight_decay, momentum = group["alpha"], group["eps"], group["weight_decay"], group["momentum"]
@@ -370,14 +359,12 @@ def _sgd(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: l
 
 
 _STEPS: dict[type[torch.optim.Optimizer], Callable[..., None]] = {
-    torch.optim.Adam: _adam, torch.optim.AdamW: _adamw, torch.optim.RMSprop: _rmsprop, torch.optim.SGD: _sgd}
+    torch.optim.Adam: _adam, torch.optim.AdamW: functools.partial(_adam, decoupled=True),
+    torch.optim.RMSprop: _rmsprop, torch.optim.SGD: _sgd}
 
 
 def _once(scalars: torch.Tensor) -> torch.Tensor:
-    """``scalars``, computed once per call instead of once per vector of every parameter.
-
-    Inductor inlines scalar pointwise math into each kernel that reads it, so Adam's two ``pow``
-    would be evaluated for every 8 floats of every parameter, and they would be most of the Adam
-    step's cost (docs/results/profiling.md). A reduction is always its own buffer.
-    """
+    """``scalars``, computed once per call: inductor inlines scalar pointwise math into each kernel
+    that reads it, and Adam's two ``pow`` for every vector of every parameter would be most of its
+    step's cost (docs/results/profiling.md). A reduction is always its own buffer."""
     return scalars.unsqueeze(-1).amax(-1)

@@ -66,10 +66,9 @@ class PPO(Algorithm):
 
     @classmethod
     def validate_config(cls, cfg: TrainConfig) -> list[str]:
-        errors = super().validate_config(cfg) + hyper_parameter_errors(
+        return super().validate_config(cfg) + hyper_parameter_errors(
             cfg.algo, positive=("num_steps", "update_epochs", "minibatch_size", "max_grad_norm", "clip_coef"),
             probability=("gae_lambda",), non_negative=("ent_coef", "vf_coef")) + encoder_errors(cfg.algo.encoder, cfg.env)
-        return errors
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)

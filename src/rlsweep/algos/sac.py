@@ -117,8 +117,7 @@ class SAC(Algorithm):
         """Actor, critics, their targets (copies) and the temperature (one seed's: ``rt.per_seed`` builds them per seed)."""
         a, rt, dev = self.a, self.rt, self.device
         actor = Actor(self.obs_dim, self.act_dim, a, rt, self.low, self.high).to(dev)
-        q1, q2 = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
-        q1_target, q2_target = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(2))
+        q1, q2, q1_target, q2_target = (QNetwork(self.obs_dim, self.act_dim, a, rt).to(dev) for _ in range(4))
         q1_target.load_state_dict(q1.state_dict())
         q2_target.load_state_dict(q2.state_dict())
         return actor, q1, q2, q1_target, q2_target, Temperature(a.alpha, a.autotune_alpha).to(dev)
