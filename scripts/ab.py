@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# the repository's benchmarks/ before site-packages, where torchrl installs a `benchmarks` package of its own
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from benchmarks.core import COMPARISONS, TRAIN_MODULE, Bench, rlsweep_args  # noqa: E402
 from rlsweep.bootstrap import ratio_with_ci  # noqa: E402

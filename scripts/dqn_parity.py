@@ -27,6 +27,8 @@ import numpy as np
 from rlsweep.bootstrap import learning_difference
 
 ROOT = Path(__file__).resolve().parents[1]
+# the repository's benchmarks/ before site-packages, where torchrl installs a `benchmarks` package of its own
+sys.path.insert(0, str(ROOT))
 
 
 def _env() -> dict[str, str]:

@@ -371,3 +371,11 @@ def test_the_collection_limit_pairs_only_what_was_timed_side_by_side(tmp_path, m
     assert seen == [beside]
     assert out["collection_fraction"] == pytest.approx(0.6)
     assert next(apart, None) == (1000.0 if beside else None)  # apart: the raw stepping timed on its own
+
+
+@pytest.mark.parametrize("script", ["ab.py", "dqn_parity.py"])
+def test_the_bench_scripts_import_the_repository_benchmarks_from_any_folder(script: str, tmp_path: Path) -> None:
+    # torchrl (the bench extra) installs a top-level `benchmarks` package of its own into site-packages
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
