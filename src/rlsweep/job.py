@@ -150,12 +150,14 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         raise KeyboardInterrupt(signal.Signals(stopped).name)
     info = job_info()
     tcfg = to_object(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    seats = _seats(tcfg, info, resolved)
     # the launching process checked this already, but a Slurm node may differ (no GPU, ...)
     errors = validate(tcfg)
     if errors:
-        raise ConfigError("; ".join(errors))
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    seats = _seats(tcfg, info, resolved)
+        error = ConfigError("; ".join(errors))
+        _write_refused(seats, f"ConfigError on {info.get('hostname')}: {error}")
+        raise error
     todo, own_done = _unfinished(seats, tcfg.resume)
     if not todo:
         log.info("%s: finished before with the same config; kept as it is (resume=true)", seats[0].out_dir)
@@ -243,6 +245,17 @@ def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: 
             seat.record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
                                     "leader": leader, "wall_s": round(wall_s, 3)}
         write_result(seat.out_dir, scrub(seat.record, secrets))
+
+
+def _write_refused(seats: list[_Seat], error: str) -> None:
+    """A ``failed`` record for each seed of a job its own node refused, so that status and the report
+    say why instead of "ended without a result"."""
+    secrets = secret_values()
+    for seat in seats:
+        write_result(seat.out_dir, scrub({
+            "status": "failed", "error": error, "overrides": seat.info["overrides"], "job": seat.info,
+            "algo": seat.cfg.algo.name, "env_id": seat.cfg.env.id, "seed": seat.cfg.seed, "config": seat.resolved,
+            "started_at": utc_now(), "finished_at": utc_now()}, secrets))
 
 
 def _mark(seats: list[_Seat], **fields: Any) -> None:

@@ -71,6 +71,21 @@ def test_one_failing_job_keeps_the_others(slurm_cluster, tmp_path: Path) -> None
     assert "non-finite loss" in (sweep / "report" / "summary.md").read_text()
 
 
+def test_a_job_its_node_refuses_leaves_a_failed_record_that_says_why(slurm_cluster, tmp_path: Path) -> None:
+    # the pre-flight leaves the device to the node (a CPU login node launches GPU jobs); this node has none
+    sweep = tmp_path / "sweep"
+    proc = run_train(["-m", "device=cpu,cuda", *SMOKE, "logger.mode=disabled", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode != 0
+    ok, refused = read_result(sweep / "0"), read_result(sweep / "1")
+    assert ok["status"] == "ok"
+    assert refused["status"] == "failed" and "no CUDA device is available" in refused["error"], refused
+    assert refused["config"]["device"] == "cuda" and refused["seed"] == 0
+    status = subprocess.run([sys.executable, "-m", "sweeps.status", str(sweep)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert "no CUDA device is available" in status.stdout, status.stdout
+    assert "no CUDA device is available" in (sweep / "report" / "summary.md").read_text()
+
+
 def _start_sweep(args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "sweeps.train", "-m", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
