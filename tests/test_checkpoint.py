@@ -28,19 +28,9 @@ from rlsweep.records import CHECKPOINT_FILE, CHECKPOINT_MAGIC, read_checkpoint_h
 from rlsweep.results import git_state
 from rlsweep.runner import train
 from rlsweep.signals import Interrupted
+from rlsweep.testing.algorithm import _interrupt_at  # the contract's SIGINT-at-iteration hook
 
 BUDGET = "total_env_steps=3200"
-
-
-def _stop_after(n: int):
-    calls = {"n": 0}
-
-    def hook(row: dict, env_steps: int) -> None:
-        calls["n"] += 1
-        if calls["n"] == n:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    return hook
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +39,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ckpt = tmp_path_factory.mktemp("ckpt") / CHECKPOINT_FILE
     cfg = tiny_cfg("ppo", BUDGET)
     with pytest.raises(Interrupted):
-        train(cfg, on_iteration=_stop_after(3), checkpoint_path=ckpt)
+        train(cfg, on_iteration=_interrupt_at(3), checkpoint_path=ckpt)
     return {"cfg": cfg, "path": ckpt, "bytes": ckpt.read_bytes()}
 
 
@@ -122,7 +112,7 @@ def test_the_history_of_a_resumed_job_keeps_every_attempt(written: dict, tmp_pat
     path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(written["bytes"])
     with pytest.raises(Interrupted):
-        train(written["cfg"], on_iteration=_stop_after(2), checkpoint_path=path)
+        train(written["cfg"], on_iteration=_interrupt_at(2), checkpoint_path=path)
     header, _ = checkpoint.check(path, written["cfg"])
     assert header["attempt"] == 1 and header["env_steps"] == 5 * 64
     assert [(h["attempt"], h["from_env_steps"]) for h in header["history"]] == [(0, 0), (1, 3 * 64)]
@@ -168,7 +158,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint_whole(written: dict, small_di
     shutil.copyfile(written["path"], path)
     _fill(small_disk, 16 * 1024)  # less than a checkpoint (~50 kB)
     with pytest.raises(checkpoint.CheckpointWriteError, match="no space left on device .* the previous checkpoint"):
-        train(written["cfg"], on_iteration=_stop_after(1), checkpoint_path=path)
+        train(written["cfg"], on_iteration=_interrupt_at(1), checkpoint_path=path)
     assert path.read_bytes() == written["bytes"]
     assert sorted(p.name for p in small_disk.iterdir()) == [CHECKPOINT_FILE, "filler"]  # no temp left
 

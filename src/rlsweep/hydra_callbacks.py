@@ -262,17 +262,17 @@ def _local_gpu_error(config: DictConfig, cfg: DictConfig) -> str | None:
     CUDA_VISIBLE_DEVICES to its ``gpus_per_node`` GPUs, none unless asked (a job with device=cuda
     fails, one with device=auto trains on the CPU)."""
     target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
-    if target.rsplit(".", 1)[-1] != "LocalLauncher":
-        return None
     device = str(OmegaConf.select(cfg, "device", default="auto"))
+    if target.rsplit(".", 1)[-1] != "LocalLauncher" or not device.startswith(("cuda", "auto")):
+        return None
+    needed = int(device.split(":")[1]) + 1 if ":" in device else 1  # the job's cuda:N is its GPU N
     gpus = OmegaConf.select(config, "hydra.launcher.gpus_per_node", default=None) or 0
-    needed = int(device.split(":")[1]) + 1 if device.startswith("cuda:") else 1
-    if gpus >= needed or not (device.startswith("cuda") or device == "auto"):
+    if gpus >= needed:
         return None
     if device == "auto":
         import torch
 
-        if not torch.cuda.is_available():
+        if not torch.cuda.is_available():  # auto takes the CPU here anyway
             return None
     return (f"device={device} under hydra/launcher=submitit_local needs hydra.launcher.gpus_per_node={needed} "
             f"(submitit shows each job only its gpus_per_node GPUs, here {gpus}); or use device=cpu")

@@ -30,6 +30,7 @@ from rlsweep.records import (
     NEEDS_RESUME,
     OTHER_CONFIG,
     RESULT_FILE,
+    STATUS_FAILED,
     STATUS_RUNNING,
     override_key,
     read_group,
@@ -250,12 +251,17 @@ def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: 
 def _write_refused(seats: list[_Seat], error: str) -> None:
     """A ``failed`` record for each seed of a job its own node refused, so that status and the report
     say why instead of "ended without a result"."""
-    secrets = secret_values()
+    secrets, now = secret_values(), utc_now()
     for seat in seats:
-        write_result(seat.out_dir, scrub({
-            "status": "failed", "error": error, "overrides": seat.info["overrides"], "job": seat.info,
-            "algo": seat.cfg.algo.name, "env_id": seat.cfg.env.id, "seed": seat.cfg.seed, "config": seat.resolved,
-            "started_at": utc_now(), "finished_at": utc_now()}, secrets))
+        record = {"status": STATUS_FAILED, "error": error, **_identity(seat.cfg, seat.info, seat.resolved),
+                  "started_at": now, "finished_at": now}
+        write_result(seat.out_dir, scrub(record, secrets))
+
+
+def _identity(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
+    """Which job a record is of: what every record says first."""
+    return {"overrides": info["overrides"], "job": info, "algo": tcfg.algo.name, "env_id": tcfg.env.id,
+            "seed": tcfg.seed, "config": resolved}
 
 
 def _mark(seats: list[_Seat], **fields: Any) -> None:
@@ -269,15 +275,10 @@ def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, A
     """The job's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
     out_dir = Path(info["output_dir"])
     record: dict[str, Any] = {
-        "status": "failed",
+        "status": STATUS_FAILED,
         "error": None,
-        "overrides": info["overrides"],
-        "job": info,
-        "algo": tcfg.algo.name,
-        "env_id": tcfg.env.id,
-        "seed": tcfg.seed,
+        **_identity(tcfg, info, resolved),
         "device": str(resolve_device(tcfg.device)),
-        "config": resolved,
         "started_at": utc_now(),
         # which code ran: a resumed job may continue on another commit, and the report says so
         "provenance": provenance(inspect.getsourcefile(algorithm_class(tcfg.algo._target_))),
