@@ -29,12 +29,14 @@ from rlsweep.records import (
     NEEDS_RESUME,
     OTHER_CONFIG,
     STATUS_RUNNING,
+    cell_key,
     expand_sweep,
     job_alive,
     override_key,
     parse_overrides,
     read_record,
     resume_decision,
+    resume_refusal,
     sweep_arguments,
     sweep_lists,
     walk_records,
@@ -218,8 +220,7 @@ def _choice_errors(cfg: DictConfig) -> list[str]:
         group = str(key).split("@", 1)[0]
         if choice is None or group.startswith("hydra/"):
             continue
-        # a choice Hydra loaded exists: a cheap look-up settles it; the full list (tens of ms per
-        # group, which adds up over every job of a sweep) only for a choice that may not
+        # a choice Hydra loaded exists: a cheap look-up settles it; the costly full list only for one that may not
         if loader.repository.config_exists(f"{group}/{choice}"):
             continue
         options = loader.get_group_options(group)
@@ -294,16 +295,16 @@ def _output_dir_problem(path: str) -> str | None:
     return None
 
 
-def _given(config: DictConfig, key: str) -> bool:
-    """Whether ``key`` was set on the command line (``hydra.sweep.dir=...``)."""
-    overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
-    return any(str(o).lstrip("+").split("=", 1)[0] == key for o in overrides)
-
-
-def _job_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config a job records (without the ``hydra`` node)."""
+def _job_config(cfg: DictConfig, resolve: bool = True) -> dict[str, Any]:
+    """The resolved config a job records (without the ``hydra`` node); ``resolve=False``: as written."""
     body = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    return OmegaConf.to_container(body, resolve=True)  # type: ignore[return-value]
+    return OmegaConf.to_container(body, resolve=resolve)  # type: ignore[return-value]
+
+
+def _custom_subdir(config: DictConfig) -> str | None:
+    """``hydra.sweep.subdir`` when not the job's number (each job's folder ``<sweep dir>/<num>``); else None."""
+    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+    return None if subdir == "${hydra.job.num}" else str(subdir)
 
 
 def _in_use(folder: Path, record: dict[str, Any]) -> str | None:
@@ -317,16 +318,10 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
     record = read_record(out)
     if record is None:
         return
-    busy = _in_use(out, record)
-    if busy:
-        _fail([busy], title=FOLDER)
-    decision = resume_decision(record, lambda: _job_config(config), resume)
-    if decision == NEEDS_RESUME:
-        _fail([(f"{out} already holds a finished result: add resume=true to keep it, "
-               "or choose another hydra.run.dir")], title=FOLDER)
-    if decision == OTHER_CONFIG:
-        _fail([(f"{out} holds the finished result of a run with another config: resume=true continues "
-               "the same run; for a different one choose another hydra.run.dir")], title=FOLDER)
+    problem = _in_use(out, record) or resume_refusal(
+        resume_decision(record, lambda: _job_config(config), resume), out, "hydra.run.dir")
+    if problem:
+        _fail([problem], title=FOLDER)
 
 
 def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], resume: bool) -> None:
@@ -341,8 +336,7 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
     if finished:
         _fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
                "to keep them and run only the unfinished ones, or choose another hydra.sweep.dir")], title=FOLDER)
-    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-    if subdir != "${hydra.job.num}":
+    if _custom_subdir(config):
         return  # a custom layout: each job checks its own folder when it starts
     clashes = []
     for num, job in enumerate(jobs):
@@ -386,7 +380,8 @@ def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> t
     if problem:
         _fail([f"{problem}; set {key}=<a writable folder>"], title=FOLDER)
     resume = bool(OmegaConf.select(config, RESUME_KEY, default=False))
-    if resume and not _given(config, key):
+    given = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []  # on the command line
+    if resume and not any(str(o).lstrip("+").split("=", 1)[0] == key for o in given):
         _fail([f"resume=true needs the folder of the {what} to resume: add {key}=<that folder>{hint}"])
     return Path(str(OmegaConf.select(config, key))), resume
 
@@ -397,41 +392,32 @@ class RLSweepCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            self._check_run(config)
+            _check(config, check_device=True)
+            SESSION.run_dir = str(Path(str(config.hydra.run.dir)))
+            out, resume = _output_folder(config, "hydra.run.dir", "run")
+            with _locked(out):
+                _check_finished_run(config, out, resume)
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             refuse(exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         SESSION.checked_jobs.clear()
         try:
-            SESSION.checked_jobs.update(self._check_sweep(config))
+            launcher_errors = _launcher_errors(config)
+            if launcher_errors:
+                _fail(launcher_errors)
+            jobs = _check_jobs(config, _expand_sweep(config), check_device=not _runs_elsewhere(config))
+            sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
+            with _locked(sweep):
+                _check_finished_sweep(config, sweep, jobs, resume)
+            _move_resume_to_hydra_overrides(config)
+            # the jobs as the sweeper will launch them: its task overrides are without resume=..., moved above
+            SESSION.checked_jobs.update(tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs)
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             refuse(exc)
         # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
         SESSION.sweep_dir = str(config.hydra.sweep.dir)
         SESSION.launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]
-
-    @staticmethod
-    def _check_run(config: DictConfig) -> None:
-        _check(config, check_device=True)
-        SESSION.run_dir = str(Path(str(config.hydra.run.dir)))
-        out, resume = _output_folder(config, "hydra.run.dir", "run")
-        with _locked(out):
-            _check_finished_run(config, out, resume)
-
-    @staticmethod
-    def _check_sweep(config: DictConfig) -> list[tuple[str, ...]]:
-        """Check the sweep; returns its jobs' override lists as the sweeper will launch them."""
-        launcher_errors = _launcher_errors(config)
-        if launcher_errors:
-            _fail(launcher_errors)
-        jobs = _check_jobs(config, _expand_sweep(config), check_device=not _runs_elsewhere(config))
-        sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
-        with _locked(sweep):
-            _check_finished_sweep(config, sweep, jobs, resume)
-        _move_resume_to_hydra_overrides(config)
-        # the sweeper expands the task overrides without resume=..., moved above
-        return [tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs]
 
 
 @dataclasses.dataclass
@@ -494,8 +480,7 @@ def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
     """Why a sweep cannot train this cell's seeds together: each seed's job is the group's with
     another seed, in ``<sweep dir>/<job number>`` (rlsweep.launchers.seed_groups)."""
     errors = []
-    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-    if subdir != "${hydra.job.num}":
+    if subdir := _custom_subdir(config):
         errors.append(f"seeds_per_job > 1 writes each seed's record in <sweep dir>/<job number>: "
                       f"hydra.sweep.subdir={subdir} is not supported with it")
     if not cell.seed_only:
@@ -517,11 +502,10 @@ def _compose_checked(config: DictConfig, overrides: list[str], *, check_device: 
 def _without_seed(overrides: list[str]) -> tuple[tuple[str, ...], str | None]:
     """The job's cell key (its overrides without ``seed=...``) and that override; only a plain
     ``seed=<value>`` given once is split off (else: the whole list, None)."""
-    found = [i for i, o in enumerate(overrides) if o.split("=", 1)[0] == SEED_KEY]
-    if len(found) != 1:
+    key, found = cell_key(overrides, (SEED_KEY,)), [o for o in overrides if o.split("=", 1)[0] == SEED_KEY]
+    if len(found) != 1 or len(key) != len(overrides) - 1:
         return tuple(overrides), None
-    i = found[0]
-    return (*overrides[:i], *overrides[i + 1:]), overrides[i]
+    return key, found[0]
 
 
 def _seed_in(cell: _Cell, seed_override: str) -> int | None:
@@ -548,8 +532,7 @@ def _seed_in(cell: _Cell, seed_override: str) -> int | None:
 def _refers_to(cfg: DictConfig, key: str) -> bool:
     """Whether an interpolation in the job's config (not ``hydra``) may read ``key`` (conservative:
     any one that names it)."""
-    body = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    stack: list[Any] = [OmegaConf.to_container(body, resolve=False)]
+    stack: list[Any] = [_job_config(cfg, resolve=False)]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):

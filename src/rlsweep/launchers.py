@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rlsweep.records import cell_key
+
 #: the config key of a job's intra-op threads (``backend.num_threads``) and of its repeat (``seed``)
 THREADS_KEY = "backend.num_threads"
 SEED_KEY = "seed"
@@ -100,7 +102,7 @@ def seed_groups(job_overrides: Sequence[Sequence[str]], base_seeds_per_job: Any)
             size = int(given[-1] if given else base_seeds_per_job or 1)
         except ValueError:
             size = 1  # the pre-flight refused anything else; a value it did not see trains alone
-        cell = tuple(o for o in overrides if o.partition("=")[0].lstrip("+") != SEED_KEY)
+        cell = cell_key(overrides, (SEED_KEY,))
         group = open_groups.get(cell)
         if group is None or len(group) >= size or not _override_values(overrides, SEED_KEY):
             group = open_groups[cell] = []

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlsweep import records
 from rlsweep.records import override_key, read_json, write_json_atomic
 from rlsweep.results import utc_now
 
@@ -43,8 +44,7 @@ _NOT_CELL_KEYS = ("seed", "resume", PREPARE_KEY)
 
 def cell_key(overrides: Sequence[str]) -> tuple[str, ...]:
     """A job's cell: its overrides without the seed, invocation switches and ``hydra.*`` settings."""
-    keys = [override_key(o) for o in overrides]
-    return tuple(o for o, k in zip(overrides, keys) if k not in _NOT_CELL_KEYS and not k.startswith("hydra."))
+    return tuple(o for o in records.cell_key(overrides, _NOT_CELL_KEYS) if not override_key(o).startswith("hydra."))
 
 
 def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:

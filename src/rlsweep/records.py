@@ -6,6 +6,7 @@ report read and write records through here. No torch: status and the report stay
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -63,10 +64,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -238,6 +237,11 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def cell_key(overrides: Sequence[str], ignore: Sequence[str] = ("seed",)) -> tuple[str, ...]:
+    """A job's cell (the jobs that differ only in their seed): its overrides but those of the keys ``ignore``."""
+    return tuple(o for o in overrides if override_key(o) not in ignore)
+
+
 def comparable_config(config: dict[str, Any]) -> str:
     """A job's resolved config without :data:`RECORD_VOLATILE` keys, as its record stores it, in one text."""
     from rlsweep.tracking import scrub  # here: its config import is not needed by status and the report
@@ -264,6 +268,17 @@ def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str
         return NEEDS_RESUME
     done = record.get("config") if isinstance(record.get("config"), dict) else {}
     return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
+
+
+def resume_refusal(decision: str, folder: Path, key: str) -> str | None:
+    """Why a command may not write in ``folder`` after :func:`resume_decision` gave ``decision`` (None: it
+    may), for the pre-flight checks and the job alike; ``key`` is the setting that chooses another folder."""
+    if decision == NEEDS_RESUME:
+        return f"{folder} already holds a finished result: add resume=true to keep it, or choose another {key}"
+    if decision == OTHER_CONFIG:
+        return (f"{folder} holds the finished result of a run with another config: resume=true continues "
+                f"the same run; for a different one choose another {key}")
+    return None
 
 
 def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
