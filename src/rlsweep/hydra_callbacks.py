@@ -1,8 +1,7 @@
 """Hydra callback: check every job's config, and where it will write, before the first job starts.
 
-In the launching process, before Hydra creates any output folder: every job of the sweep, as the
-basic sweeper will expand it (a cell's seeds composed once: :func:`_check_jobs`), then the output
-folder: creatable, writable, and holding no finished job unless ``resume=true`` keeps it. Every
+Before Hydra creates any output folder: every job as the basic sweeper will expand it (:func:`_check_jobs`),
+then the output folder: writable, and holding no finished job unless ``resume=true`` keeps it. Every
 problem ends the run with one message and exit status 2 (``RLSWEEP_DEBUG=1``: the traceback too).
 """
 
@@ -98,10 +97,8 @@ def command_accepted() -> bool:
 
 @contextlib.contextmanager
 def hydra_errors_as_bad_input() -> Iterator[None]:
-    """Around the Hydra main: an error of the command line that Hydra's ``run_and_report`` would
-    report itself (exit status 1), raised before the callback accepted the command (``dtype=bf16``,
-    ``algo.lrr=0.001``), ends as rlsweep's checks do (:func:`_fail`); a job's, Hydra reports as before.
-    """
+    """Around the Hydra main: an error of the command line raised before the callback accepted the command
+    (``dtype=bf16``) ends as rlsweep's checks do (:func:`_fail`), not in Hydra's ``run_and_report`` (exit 1)."""
     from hydra._internal import utils
 
     hydras = utils.run_and_report
@@ -206,11 +203,8 @@ def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> No
 
 
 def _choice_errors(cfg: DictConfig) -> list[str]:
-    """Options chosen for a config group that does not have them.
-
-    Hydra rejects these itself, except for groups the defaults list marks ``optional``
-    (``experiment``): there a typo (``experiment=smok``) would silently run without the preset.
-    """
+    """Options chosen for a config group that does not have them: Hydra rejects these itself, except in
+    groups the defaults list marks ``optional``, where ``experiment=smok`` would silently run without the preset."""
     from hydra.core.global_hydra import GlobalHydra
 
     choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
@@ -352,9 +346,8 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """Take the folder's lock (:mod:`rlsweep.folder_lock`), then run the checks of what it holds
-    (locked first: no command can finish jobs there in between); a refused command leaves the folder
-    as it found it."""
+    """Take the folder's lock (:mod:`rlsweep.folder_lock`) for the checks of what it holds (no command
+    can finish jobs there in between); a refused command leaves the folder as it found it."""
     from rlsweep import folder_lock
 
     existed = folder.is_dir()
@@ -387,8 +380,8 @@ def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> t
 
 
 class RLSweepCallback(Callback):
-    """The pre-flight checks. Every one ends with ``_fail`` (SystemExit, which Hydra lets through), also
-    for an error nobody foresaw: Hydra would turn an exception into a warning and run the jobs."""
+    """The pre-flight checks; each ends with ``_fail`` (SystemExit), also an error nobody foresaw: Hydra
+    would turn an exception into a warning and run the jobs."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
@@ -422,7 +415,7 @@ class RLSweepCallback(Callback):
 
 @dataclasses.dataclass
 class _Cell:
-    """Jobs whose overrides differ only in ``seed=``: composed and validated once, for the first of them."""
+    """Jobs whose overrides differ only in ``seed=``: composed and validated once, for the first."""
 
     cfg: DictConfig  # the first job's config, checked
     #: no value of the config refers to the seed: the other jobs' configs are this one with their seed
@@ -433,7 +426,7 @@ class _Cell:
 
 @dataclasses.dataclass
 class _Job:
-    """One job of a checked sweep: its overrides, its cell, and its seed where it is not the cell's first job."""
+    """One job of a checked sweep: its overrides, its cell, and its seed where not the cell's first."""
 
     overrides: list[str]
     cell: _Cell
@@ -449,12 +442,8 @@ class _Job:
 
 
 def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: bool) -> list[_Job]:
-    """Check every job of the sweep; the first bad one ends the command with its message.
-
-    The first job of each cell is composed and validated in full; a further one gets its ``seed=``
-    set on that config as Hydra sets it, and only the seed checked (:func:`_seed_in`). In any doubt
-    the job is composed and validated on its own, which also gives its message.
-    """
+    """Check every job of the sweep; the first bad one ends the command with its message. A cell's first
+    job is composed and validated in full, a further one only its seed (:func:`_seed_in`) where that is sure."""
     cells: dict[tuple[str, ...], _Cell] = {}
     jobs = []
     for overrides in sweep:
@@ -477,8 +466,7 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
 
 
 def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
-    """Why a sweep cannot train this cell's seeds together: each seed's job is the group's with
-    another seed, in ``<sweep dir>/<job number>`` (rlsweep.launchers.seed_groups)."""
+    """Why a sweep cannot train this cell's seeds together (:func:`rlsweep.launchers.seed_groups`)."""
     errors = []
     if subdir := _custom_subdir(config):
         errors.append(f"seeds_per_job > 1 writes each seed's record in <sweep dir>/<job number>: "
@@ -545,9 +533,8 @@ def _refers_to(cfg: DictConfig, key: str) -> bool:
 
 
 def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
-    """Move ``resume=...`` from the sweep's arguments (saved in multirun.yaml, which the report expands)
-    to ``hydra.overrides.hydra``, which every job is composed with: a resumed sweep expands to the
-    same jobs as its first run."""
+    """Move ``resume=...`` from the sweep's arguments (multirun.yaml, which the report expands) to
+    ``hydra.overrides.hydra``: a resumed sweep expands to the same jobs as its first run."""
     task = [str(o) for o in config.hydra.overrides.task]
     switch = [o for o in task if override_key(o) == RESUME_KEY]
     if not switch:

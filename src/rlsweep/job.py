@@ -63,10 +63,8 @@ RUNNING_ERROR = ("the job did not finish: its process ended without writing a re
 
 
 class SweepInterrupted(KeyboardInterrupt):
-    """A stop signal ended the job after its checkpoint: stop the whole sweep, not only this job.
-
-    A KeyboardInterrupt, so Hydra's basic launcher does not go on with the next job.
-    """
+    """A stop signal ended the job after its checkpoint: stop the whole sweep (Hydra's basic launcher
+    does not go on after a KeyboardInterrupt), not only this job."""
 
 
 def job_info() -> dict[str, Any]:
@@ -334,12 +332,8 @@ def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:
 
 
 def objective(record: dict[str, Any], cfg: ObjectiveConfig) -> dict[str, Any]:
-    """The number a finished job returns to Hydra's sweeper, from its record (see :class:`ObjectiveConfig`).
-
-    Returns:
-        ``{"metric", "value", "reason"}``: ``value`` None (with the ``reason``) when the metric was not
-        measured or the final return is below ``cfg.min_return``.
-    """
+    """The number a finished job returns to Hydra's sweeper (:class:`ObjectiveConfig`): ``{"metric", "value",
+    "reason"}``, ``value`` None (with the ``reason``) when not measured or the final return is below ``min_return``."""
     thr = record.get("throughput") or {}
     final_return = (record.get("learning") or {}).get("final_return")
     wall_s = record.get("wall_s")

@@ -57,10 +57,8 @@ def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
 
 def with_group_sizes(cell_configs: list[tuple[list[str], TrainConfig]], job_overrides: Sequence[Sequence[str]],
                      finished: Sequence[bool], base_seeds_per_job: Any) -> list[tuple[list[str], TrainConfig]]:
-    """``cell_configs``, each cell once for every number of seeds one of its processes trains, largest
-    first (``seeds_per_job``: a cell's last group may be smaller, and a resumed sweep's groups lose
-    their finished seeds): the compiled shapes have the seeds in them, so each size is prepared,
-    not compiled inside a timed job."""
+    """``cell_configs``, each cell once for every number of seeds one of its processes trains, largest first
+    (a cell's last group may be smaller, a resumed one's lose their finished seeds): compiled shapes have the seeds."""
     from rlsweep.launchers import seed_groups
 
     sizes: dict[tuple[str, ...], set[int]] = {}
@@ -209,15 +207,12 @@ def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any
 def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]],
                   run_fresh: Callable[[list[TrainConfig]], list[Any]], *, in_process: bool,
                   launcher: str) -> dict[str, Any]:
-    """Prepare every cell; write and return ``prepare.json``.
+    """Prepare every cell (``cell_configs``: its overrides and first job's config); write and return ``prepare.json``.
 
     Args:
-        sweep_dir: the sweep's folder.
-        cell_configs: each cell's overrides and its first job's config.
         run_fresh: runs :func:`cold_run` for each config, each in a fresh process, and returns
             each one's entry or the exception it raised (the launcher's way of starting processes).
         in_process: also run the warm pass in this process (the timed jobs will run here).
-        launcher: the launcher's name, for the file.
     """
     earlier = read_prepare(sweep_dir)
     if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)

@@ -34,8 +34,7 @@ STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "
 #: these still counts as this job's result when resuming
 RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
 
-#: folders of a sweep that hold no job: the report's, and W&B's (a run folder is many small files,
-#: and a 1,000-job sweep has 1,000 of them); dot folders (``.submitit``, ``.hydra``) neither
+#: folders of a sweep that hold no job, not looked into: the report's, W&B's; dot folders neither
 _NOT_JOBS = ("report", "wandb")
 
 
@@ -83,15 +82,12 @@ def _new_temp_file(path: Path) -> tuple[int, str]:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
-    text = json.dumps(jsonable(data), indent=2, allow_nan=False)
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, json.dumps(jsonable(data), indent=2, allow_nan=False).encode("utf-8"))
 
 
-def write_result(output_dir: Path, record: dict[str, Any]) -> Path:
+def write_result(output_dir: Path, record: dict[str, Any]) -> None:
     """Write ``record`` as the job's ``result.json`` in ``output_dir``, atomically, with the schema version."""
-    path = Path(output_dir) / RESULT_FILE
-    write_json_atomic(path, {"schema_version": SCHEMA_VERSION, **record})
-    return path
+    write_json_atomic(Path(output_dir) / RESULT_FILE, {"schema_version": SCHEMA_VERSION, **record})
 
 
 def read_result(output_dir: Path) -> dict[str, Any]:
@@ -220,11 +216,8 @@ def process_alive(pid: int) -> bool:
 
 
 def job_alive(record: dict[str, Any]) -> bool | None:
-    """Whether the process that wrote ``record`` runs right now (this very process does not count).
-
-    Returns:
-        None when that process ran on another machine (or the record names none): it cannot be seen from here.
-    """
+    """Whether the process that wrote ``record`` runs right now (this very process does not count); None
+    when that process ran on another machine (or the record names none): it cannot be seen from here."""
     job = record.get("job") if isinstance(record.get("job"), dict) else {}
     pid = job.get("pid")
     if not isinstance(pid, int) or job.get("hostname") != socket.gethostname():
@@ -282,11 +275,8 @@ def resume_refusal(decision: str, folder: Path, key: str) -> str | None:
 
 
 def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
-    """Hydra's parse of command-line overrides (its own grammar).
-
-    ``config_loader``: Hydra's, where one is running; without it a ``glob(...)`` sweep, which lists
-    its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader).
-    """
+    """Hydra's parse of command-line overrides; without Hydra's ``config_loader`` a ``glob(...)`` sweep,
+    which lists its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create(config_loader=config_loader).parse_overrides(list(overrides))
@@ -298,9 +288,8 @@ def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> li
 
 
 def sweep_lists(arguments: Sequence[str], config_loader: Any = None) -> dict[str, list[str]]:
-    """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier one.
-
-    ``config_loader``: see :func:`parse_overrides` (needed by ``glob(...)``).
+    """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier
+    one (``config_loader``: see :func:`parse_overrides`).
 
     Raises:
         ValueError: a sweep that is not a list of values (``interval(...)``): the basic sweeper refuses it too.
