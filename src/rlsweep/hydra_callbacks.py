@@ -223,9 +223,9 @@ def _choice_errors(cfg: DictConfig) -> list[str]:
     return errors
 
 
-def _runs_elsewhere(config: DictConfig) -> bool:
-    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
-    return "Slurm" in target
+def _launcher(config: DictConfig) -> str:
+    """The class name of the sweep's launcher (``LocalLauncher``: jobs are processes of this machine)."""
+    return str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "").rsplit(".", 1)[-1]
 
 
 #: Slurm sends the --signal warning up to this many seconds earlier than asked (sbatch(1), --signal)
@@ -238,7 +238,7 @@ def _launcher_errors(config: DictConfig) -> list[str]:
     parallel_error = max_parallel_error(OmegaConf.select(config, "hydra.launcher.max_parallel", default=None))
     if parallel_error:
         return [parallel_error]
-    if not _runs_elsewhere(config):
+    if "Slurm" not in _launcher(config):
         return []
     timeout_min = OmegaConf.select(config, "hydra.launcher.timeout_min", default=None)
     signal_delay_s = OmegaConf.select(config, "hydra.launcher.signal_delay_s", default=None)
@@ -256,9 +256,8 @@ def _local_gpu_error(config: DictConfig, cfg: DictConfig) -> str | None:
     """A job that would train on a GPU its launcher hides: submitit's local executor sets each job's
     CUDA_VISIBLE_DEVICES to its ``gpus_per_node`` GPUs, none unless asked (a job with device=cuda
     fails, one with device=auto trains on the CPU)."""
-    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
     device = str(OmegaConf.select(cfg, "device", default="auto"))
-    if target.rsplit(".", 1)[-1] != "LocalLauncher" or not device.startswith(("cuda", "auto")):
+    if _launcher(config) != "LocalLauncher" or not device.startswith(("cuda", "auto")):
         return None
     needed = int(device.split(":")[1]) + 1 if ":" in device else 1  # the job's cuda:N is its GPU N
     gpus = OmegaConf.select(config, "hydra.launcher.gpus_per_node", default=None) or 0
@@ -399,7 +398,7 @@ class RLSweepCallback(Callback):
             launcher_errors = _launcher_errors(config)
             if launcher_errors:
                 _fail(launcher_errors)
-            jobs = _check_jobs(config, _expand_sweep(config), check_device=not _runs_elsewhere(config))
+            jobs = _check_jobs(config, _expand_sweep(config), check_device="Slurm" not in _launcher(config))
             sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
             with _locked(sweep):
                 _check_finished_sweep(config, sweep, jobs, resume)
@@ -410,7 +409,7 @@ class RLSweepCallback(Callback):
             refuse(exc)
         # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
         SESSION.sweep_dir = str(config.hydra.sweep.dir)
-        SESSION.launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]
+        SESSION.launcher = _launcher(config)
 
 
 @dataclasses.dataclass
@@ -454,12 +453,17 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
             if seed is not None:
                 jobs.append(_Job(overrides, cell, seed))
                 continue
-        cfg = _compose_checked(config, overrides, check_device=check_device)
+        job = " ".join(overrides)
+        try:  # Hydra composed the sweep's base config; a job's own values are first composed here
+            cfg = _compose(config, overrides)
+        except Exception as exc:  # noqa: BLE001 - every kind: composition, parse, missing option, type
+            _fail(_error_lines(exc), job, exc)
+        _check(cfg, check_device=check_device, job=job)
         if error := _local_gpu_error(config, cfg):
-            _fail([error], " ".join(overrides))
+            _fail([error], job)
         own = _Cell(cfg, seed_only=not _refers_to(cfg, SEED_KEY))
         if (OmegaConf.select(cfg, "seeds_per_job", default=1) or 1) > 1 and (errors := _seeds_per_job_errors(config, own)):
-            _fail(errors, " ".join(overrides))
+            _fail(errors, job)
         cells.setdefault(key, own)
         jobs.append(_Job(overrides, own))
     return jobs
@@ -475,16 +479,6 @@ def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
         errors.append("seeds_per_job > 1: a value of this config refers to the seed (${seed}), so the seeds' "
                       "configs differ in more than their seed and cannot share one process; use seeds_per_job=1")
     return errors
-
-
-def _compose_checked(config: DictConfig, overrides: list[str], *, check_device: bool) -> DictConfig:
-    job = " ".join(overrides)
-    try:  # Hydra composed the sweep's base config; a job's own values are first composed here
-        cfg = _compose(config, overrides)
-    except Exception as exc:  # noqa: BLE001 - every kind: composition, parse, missing option, type
-        _fail(_error_lines(exc), job, exc)
-    _check(cfg, check_device=check_device, job=job)
-    return cfg
 
 
 def _without_seed(overrides: list[str]) -> tuple[tuple[str, ...], str | None]:
