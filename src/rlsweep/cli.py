@@ -153,10 +153,8 @@ def _override(key: str, path: str) -> str:
 
 @contextlib.contextmanager
 def finish_sweep() -> Iterator[None]:
-    """After a multirun -- also one whose jobs failed, where Hydra skips ``on_multirun_end`` -- wait for
-    its jobs still running here, mark the killed ones, write the comparison report, and print the line
-    that uploads its offline W&B runs (:func:`offline_sync_command`).
-    """
+    """After a multirun, also a failed one (Hydra skips ``on_multirun_end``): wait for its jobs still running
+    here, mark the killed ones, write the report, print the line that uploads its offline W&B runs."""
     from rlsweep.hydra_callbacks import SESSION
 
     SESSION.submitted.clear()
@@ -202,10 +200,8 @@ def _offline_runs(base: Path, run_id: str) -> list[Path]:
 
 
 def offline_sync_command(sweep: Path) -> str | None:
-    """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with
-    ``wandb sync`` -- one glob where that names exactly them, else one by one -- then saves the sweep's
-    workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline.
-    """
+    """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with ``wandb sync``,
+    then saves the sweep's workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline."""
     from rlsweep.report.workspace import WORKSPACE_FILE
     from rlsweep.tracking import stable_run_id
 

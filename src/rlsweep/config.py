@@ -68,9 +68,8 @@ class PPOConfig(AlgoConfig):
 class DQNConfig(AlgoConfig):
     """Deep Q-Network with a target network (optionally Polyak-averaged) and Huber loss.
 
-    Defaults: rl-zoo's CartPole-v1 settings plus Double DQN and a decaying learning rate, added to
-    make the greedy policy at the end of a short budget reliable across seeds; the returns these
-    defaults reach, against Stable-Baselines3's DQN, with the command: docs/results/dqn_parity.md.
+    Defaults: rl-zoo's CartPole-v1 settings plus Double DQN and a decaying learning rate, for a greedy
+    policy reliable across seeds after a short budget (against SB3's DQN: docs/results/dqn_parity.md).
     """
 
     _target_: str = "rlsweep.algos.dqn.DQN"
@@ -148,11 +147,8 @@ class LoggerConfig:
 
 @dataclass
 class ObjectiveConfig:
-    """The number a job returns to Hydra's sweeper (``hydra/sweeper=optuna``): higher is better.
-
-    None is returned instead when the job's final return is below ``min_return`` (a toggle or
-    hyper-parameter that is fast but does not learn) or the metric was not measured.
-    """
+    """The number a job returns to Hydra's sweeper (``hydra/sweeper=optuna``): higher is better; None
+    when the metric was not measured or the final return is below ``min_return`` (fast but not learning)."""
 
     # env_steps_per_s (steady state) | updates_per_s (steady state) | end_to_end_env_steps_per_s
     # (env steps / whole-job wall time: start-up, compile, evaluation included) | final_return

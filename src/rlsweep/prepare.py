@@ -1,10 +1,9 @@
 """A sweep's preparation: every cell's one-off costs paid, and measured, before the first timed job
 (docs/guide/measuring.md), so that a sweep does not measure the order of its jobs.
 
-* **cold run** (compiled cells): a fresh process trains the cell until warm on an *empty* private
-  compile cache -- the cell's cold compile -- and what it built is merged into ``compile.cache_dir``.
-* **warm pass** (the basic launcher only): the launching process, where the timed jobs will run,
-  trains each cell until warm once.
+* **cold run** (compiled cells): a fresh process trains the cell until warm on an empty private compile
+  cache (its cold compile), then merges what it built into ``compile.cache_dir``.
+* **warm pass** (the basic launcher only): the launching process trains each cell until warm once.
 
 What it measured goes to the sweep's ``prepare.json`` (this module is its one reader and writer).
 """

@@ -248,13 +248,10 @@ RUN, KEEP, NEEDS_RESUME, OTHER_CONFIG = "run", "keep", "needs resume", "other co
 
 
 def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str, Any]], resume: bool) -> str:
-    """The resume policy for one job folder holding ``record``, for the pre-flight checks and the job alike.
-
-    :data:`RUN`: nothing finished there (failed, interrupted, killed: rerun, from the checkpoint when
-    there is one); :data:`NEEDS_RESUME`: finished, and ``resume=true`` not given; :data:`OTHER_CONFIG`:
-    finished with another config (``config()`` gives the job's, called only then); :data:`KEEP`: this
-    job's finished result, kept.
-    """
+    """The resume policy for one job folder holding ``record``, for the pre-flight checks and the job alike:
+    :data:`RUN` (nothing finished there: rerun, from the checkpoint if any), :data:`NEEDS_RESUME` (finished,
+    no ``resume=true``), :data:`OTHER_CONFIG` (finished with another config than ``config()``, called only
+    then) or :data:`KEEP` (this job's finished result)."""
     if record is None or record.get("status") != STATUS_OK:
         return RUN
     if not resume:

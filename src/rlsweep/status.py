@@ -1,10 +1,8 @@
 """``python -m sweeps.status <sweep_dir>``: where every job of a sweep stands, while it runs or after.
 
-The jobs come from the Slurm launcher's manifest (:func:`write_manifest`), else ``multirun.yaml``
-expanded as Hydra's basic sweeper does; each one's state from its result record and, for a Slurm
-sweep, Slurm's accounting (one ``sacct`` call), which decides where the record cannot: a job killed
-before its final record. Without ``sacct`` the states come from the records alone, and the output
-says so. Cheap on purpose: no torch, no report.
+The jobs come from the Slurm launcher's manifest (:func:`write_manifest`), else ``multirun.yaml``;
+each one's state from its result record and, for a Slurm sweep, one ``sacct`` call, which decides
+where the record cannot (a job killed before its final record). Cheap on purpose: no torch, no report.
 """
 
 from __future__ import annotations
