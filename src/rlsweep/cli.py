@@ -68,10 +68,8 @@ def train_entry() -> Iterator[None]:
         if debug_enabled():
             raise
         name = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT"
-        if SESSION.sweep_dir:
-            where, key = SESSION.sweep_dir, "hydra.sweep.dir"
-        else:
-            where, key = (SESSION.run_dir or "<the run's folder>"), "hydra.run.dir"
+        where, key = ((SESSION.sweep_dir, "hydra.sweep.dir") if SESSION.sweep_dir
+                      else (SESSION.run_dir or "<the run's folder>", "hydra.run.dir"))
         print(f"rlsweep: stopped by {name}. Interrupted jobs wrote a checkpoint and an `interrupted` record; "
               f"to continue, run the same command again with resume=true {_override(key, where)}", file=sys.stderr)
         raise SystemExit(128 + getattr(signal, name)) from None
@@ -88,11 +86,8 @@ def train_entry() -> Iterator[None]:
 
 
 def multirun_flag_first(args: list[str]) -> list[str]:
-    """``-m``/``--multirun`` moved before the overrides, wherever it was typed.
-
-    Hydra's argument parser takes the overrides as one run of positional arguments, so
-    ``--config-dir conf algo=td3 -m compile=none,default`` would end in "unrecognized arguments".
-    """
+    """``-m``/``--multirun`` moved before the overrides, wherever it was typed (Hydra's parser takes the
+    overrides as one run of positional arguments: ``algo=td3 -m compile=none`` ends in "unrecognized arguments")."""
     flags = [a for a in args if a in ("-m", "--multirun")]
     if not flags or "--" in args:
         return args
@@ -113,11 +108,8 @@ def _config_dirs(args: list[str]) -> list[Path]:
 
 
 def group_value_errors(args: list[str]) -> list[str]:
-    """Config-group overrides whose value is a number, a bool or null (``compile=0``, ``env=null``).
-
-    Hydra stops on these with a Python traceback of its own (a group override must be a string),
-    before rlsweep's checks run; everything else about an override Hydra or those checks report.
-    """
+    """Config-group overrides whose value is a number, a bool or null (``compile=0``, ``env=null``): Hydra
+    stops on these with a traceback of its own, before rlsweep's checks run."""
     import dataclasses
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -161,10 +153,8 @@ def _override(key: str, path: str) -> str:
 
 @contextlib.contextmanager
 def finish_sweep() -> Iterator[None]:
-    """After a multirun -- also one whose jobs failed, where Hydra skips ``on_multirun_end`` -- wait for
-    its jobs still running here, mark the killed ones, write the comparison report, and print the line
-    that uploads its offline W&B runs (:func:`offline_sync_command`).
-    """
+    """After a multirun, also a failed one (Hydra skips ``on_multirun_end``): wait for its jobs still running
+    here, mark the killed ones, write the report, print the line that uploads its offline W&B runs."""
     from rlsweep.hydra_callbacks import SESSION
 
     SESSION.submitted.clear()
@@ -210,10 +200,8 @@ def _offline_runs(base: Path, run_id: str) -> list[Path]:
 
 
 def offline_sync_command(sweep: Path) -> str | None:
-    """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with
-    ``wandb sync`` -- one glob where that names exactly them, else one by one -- then saves the sweep's
-    workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline.
-    """
+    """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with ``wandb sync``,
+    then saves the sweep's workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline."""
     from rlsweep.report.workspace import WORKSPACE_FILE
     from rlsweep.tracking import stable_run_id
 
@@ -287,10 +275,7 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
 
 
 def mark_killed_jobs(sweep: Path) -> list[Path]:
-    """Turn the ``running`` records of jobs whose process is gone into ``failed`` ones that say so.
-
-    Only for jobs of this machine: a job elsewhere (Slurm) cannot be checked from here.
-    """
+    """Turn the ``running`` records of this machine's jobs whose process is gone into ``failed`` ones that say so."""
     import socket
 
     marked = []

@@ -2,10 +2,8 @@
 
 Every YAML file under ``conf/`` extends one of these dataclasses, so a typo in a key or a value of
 the wrong type fails when Hydra composes the config. Each toggle adds its own field to
-:class:`TrainConfig` (:mod:`rlsweep.toggles`); the ``algo`` node is typed with the schema of the
-class its ``_target_`` names (:func:`rlsweep.algos.to_object`). Ranges are checked for every job
-before the first one launches: by each algorithm (``Algorithm.validate_config``, with the helpers
-below) and by :func:`rlsweep.validate.validate`.
+:class:`TrainConfig`; the ``algo`` node is typed with its ``_target_`` class's schema. Ranges are
+checked before the first job by each algorithm (with the helpers below) and by :mod:`rlsweep.validate`.
 """
 
 from __future__ import annotations
@@ -70,9 +68,8 @@ class PPOConfig(AlgoConfig):
 class DQNConfig(AlgoConfig):
     """Deep Q-Network with a target network (optionally Polyak-averaged) and Huber loss.
 
-    Defaults: rl-zoo's CartPole-v1 settings plus Double DQN and a decaying learning rate, added to
-    make the greedy policy at the end of a short budget reliable across seeds; the returns these
-    defaults reach, against Stable-Baselines3's DQN, with the command: docs/results/dqn_parity.md.
+    Defaults: rl-zoo's CartPole-v1 settings plus Double DQN and a decaying learning rate, for a greedy
+    policy reliable across seeds after a short budget (against SB3's DQN: docs/results/dqn_parity.md).
     """
 
     _target_: str = "rlsweep.algos.dqn.DQN"
@@ -150,11 +147,8 @@ class LoggerConfig:
 
 @dataclass
 class ObjectiveConfig:
-    """The number a job returns to Hydra's sweeper (``hydra/sweeper=optuna``): higher is better.
-
-    None is returned instead when the job's final return is below ``min_return`` (a toggle or
-    hyper-parameter that is fast but does not learn) or the metric was not measured.
-    """
+    """The number a job returns to Hydra's sweeper (``hydra/sweeper=optuna``): higher is better; None
+    when the metric was not measured or the final return is below ``min_return`` (fast but not learning)."""
 
     # env_steps_per_s (steady state) | updates_per_s (steady state) | end_to_end_env_steps_per_s
     # (env steps / whole-job wall time: start-up, compile, evaluation included) | final_return
@@ -176,9 +170,8 @@ class JobConfig:
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)  # returned to a Hydra sweeper
 
     seed: int = 0
-    # A sweep's seeds of one cell trained N at a time in one process, their networks stacked and
-    # their calls vectorised (rlsweep.seeds; docs/guide/seeds.md). Each seed keeps its own record,
-    # W&B run and evaluation. 1: one seed per job
+    # A cell's seeds trained N at a time in one process, networks stacked, calls vectorised (docs/guide/seeds.md);
+    # each seed keeps its own record, W&B run and evaluation. 1: one seed per job
     seeds_per_job: int = 1
     total_env_steps: int = 100_000  # environment steps (over all envs) the job trains for
     device: str = "auto"  # auto | cpu | cuda | cuda:N
@@ -187,14 +180,11 @@ class JobConfig:
     progress: Optional[bool] = None  # progress bar on stderr; None: only when stderr is a terminal
     checkpoint_interval_s: float = 0.0  # periodic checkpoint (0: only on preemption signal)
     deterministic: bool = False  # torch.use_deterministic_algorithms for the job
-    # Re-running a sweep in the same folder: jobs whose result.json is ok for the same config are
-    # skipped, the others rerun (from their checkpoint if any). Without it, a folder holding finished
-    # jobs is refused (docs/guide/resume.md)
+    # Re-running in the same folder: jobs ok for the same config are kept, the others rerun (from their
+    # checkpoint if any). Without it, a folder holding finished jobs is refused (docs/guide/resume.md)
     resume: bool = False
-    # A sweep (-m) first pays each cell's one-off costs untimed (a cold compile per compiled cell; with
-    # the basic launcher, one run of each cell), so every timed job starts from the same process and
-    # cache state (rlsweep.prepare; docs/guide/measuring.md). false: jobs start as they come, and the
-    # report flags comparisons between different states
+    # A sweep (-m) first pays each cell's one-off costs untimed, so every timed job starts from the same
+    # process and cache state (docs/guide/measuring.md). false: the report flags comparisons across states
     prepare: bool = True
 
 
@@ -228,11 +218,8 @@ def algo_owner(target: Any, schema: type | None) -> str:
 
 
 def unknown_key_message(full_key: str, keys: Iterable[str], owner: str) -> str:
-    """One line for a key that ``owner`` does not have: the closest of its ``keys``, else all of them.
-
-    An algorithm's key (``algo.*``) reads "is not a hyper-parameter of" its class; any other "is not
-    a key of". No ``+`` is suggested: a key missing from a schema cannot be added to it.
-    """
+    """One line for a key that ``owner`` does not have: the closest of its ``keys``, else all of them (no
+    ``+`` suggested: a key missing from a schema cannot be added to it)."""
     prefix, _, name = full_key.rpartition(".")
     names = sorted({str(k) for k in keys if not str(k).startswith("_") and k != "hydra"})
     what = "a hyper-parameter" if prefix == "algo" else "a key"

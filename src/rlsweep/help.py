@@ -31,19 +31,14 @@ DOCS = (
 _INDENT = "  "
 
 
-def _choices() -> list[tuple[str, list[str]]]:
-    """Every config group a user chooses from, with its options, from the running Hydra's search path."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    loader = GlobalHydra.instance().config_loader()
-    groups = [g for g in loader.list_groups("") if g not in INTERNAL_GROUPS]
-    return [(g, sorted(loader.get_group_options(g))) for g in (*sorted(groups), *HYDRA_GROUPS)]
-
-
 def groups_text() -> str:
-    """One line per config group: ``group: option, option, ...``."""
+    """One line per config group a user chooses from, from the running Hydra's search path: ``group: option, ...``."""
     try:
-        choices = _choices()
+        from hydra.core.global_hydra import GlobalHydra
+
+        loader = GlobalHydra.instance().config_loader()
+        groups = [g for g in loader.list_groups("") if g not in INTERNAL_GROUPS]
+        choices = [(g, sorted(loader.get_group_options(g))) for g in (*sorted(groups), *HYDRA_GROUPS)]
     except Exception:  # noqa: BLE001 - no running Hydra (the resolver read elsewhere): the groups of rlsweep's folder
         from rlsweep.resources import CONF_DIR
 

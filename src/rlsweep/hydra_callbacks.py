@@ -1,8 +1,7 @@
 """Hydra callback: check every job's config, and where it will write, before the first job starts.
 
-In the launching process, before Hydra creates any output folder: every job of the sweep, as the
-basic sweeper will expand it (a cell's seeds composed once: :func:`_check_jobs`), then the output
-folder: creatable, writable, and holding no finished job unless ``resume=true`` keeps it. Every
+Before Hydra creates any output folder: every job as the basic sweeper will expand it (:func:`_check_jobs`),
+then the output folder: writable, and holding no finished job unless ``resume=true`` keeps it. Every
 problem ends the run with one message and exit status 2 (``RLSWEEP_DEBUG=1``: the traceback too).
 """
 
@@ -29,12 +28,14 @@ from rlsweep.records import (
     NEEDS_RESUME,
     OTHER_CONFIG,
     STATUS_RUNNING,
+    cell_key,
     expand_sweep,
     job_alive,
     override_key,
     parse_overrides,
     read_record,
     resume_decision,
+    resume_refusal,
     sweep_arguments,
     sweep_lists,
     walk_records,
@@ -96,10 +97,8 @@ def command_accepted() -> bool:
 
 @contextlib.contextmanager
 def hydra_errors_as_bad_input() -> Iterator[None]:
-    """Around the Hydra main: an error of the command line that Hydra's ``run_and_report`` would
-    report itself (exit status 1), raised before the callback accepted the command (``dtype=bf16``,
-    ``algo.lrr=0.001``), ends as rlsweep's checks do (:func:`_fail`); a job's, Hydra reports as before.
-    """
+    """Around the Hydra main: an error of the command line raised before the callback accepted the command
+    (``dtype=bf16``) ends as rlsweep's checks do (:func:`_fail`), not in Hydra's ``run_and_report`` (exit 1)."""
     from hydra._internal import utils
 
     hydras = utils.run_and_report
@@ -204,11 +203,8 @@ def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> No
 
 
 def _choice_errors(cfg: DictConfig) -> list[str]:
-    """Options chosen for a config group that does not have them.
-
-    Hydra rejects these itself, except for groups the defaults list marks ``optional``
-    (``experiment``): there a typo (``experiment=smok``) would silently run without the preset.
-    """
+    """Options chosen for a config group that does not have them: Hydra rejects these itself, except in
+    groups the defaults list marks ``optional``, where ``experiment=smok`` would silently run without the preset."""
     from hydra.core.global_hydra import GlobalHydra
 
     choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
@@ -218,8 +214,7 @@ def _choice_errors(cfg: DictConfig) -> list[str]:
         group = str(key).split("@", 1)[0]
         if choice is None or group.startswith("hydra/"):
             continue
-        # a choice Hydra loaded exists: a cheap look-up settles it; the full list (tens of ms per
-        # group, which adds up over every job of a sweep) only for a choice that may not
+        # a choice Hydra loaded exists: a cheap look-up settles it; the costly full list only for one that may not
         if loader.repository.config_exists(f"{group}/{choice}"):
             continue
         options = loader.get_group_options(group)
@@ -228,9 +223,9 @@ def _choice_errors(cfg: DictConfig) -> list[str]:
     return errors
 
 
-def _runs_elsewhere(config: DictConfig) -> bool:
-    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
-    return "Slurm" in target
+def _launcher(config: DictConfig) -> str:
+    """The class name of the sweep's launcher (``LocalLauncher``: jobs are processes of this machine)."""
+    return str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "").rsplit(".", 1)[-1]
 
 
 #: Slurm sends the --signal warning up to this many seconds earlier than asked (sbatch(1), --signal)
@@ -243,7 +238,7 @@ def _launcher_errors(config: DictConfig) -> list[str]:
     parallel_error = max_parallel_error(OmegaConf.select(config, "hydra.launcher.max_parallel", default=None))
     if parallel_error:
         return [parallel_error]
-    if not _runs_elsewhere(config):
+    if "Slurm" not in _launcher(config):
         return []
     timeout_min = OmegaConf.select(config, "hydra.launcher.timeout_min", default=None)
     signal_delay_s = OmegaConf.select(config, "hydra.launcher.signal_delay_s", default=None)
@@ -261,9 +256,8 @@ def _local_gpu_error(config: DictConfig, cfg: DictConfig) -> str | None:
     """A job that would train on a GPU its launcher hides: submitit's local executor sets each job's
     CUDA_VISIBLE_DEVICES to its ``gpus_per_node`` GPUs, none unless asked (a job with device=cuda
     fails, one with device=auto trains on the CPU)."""
-    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
     device = str(OmegaConf.select(cfg, "device", default="auto"))
-    if target.rsplit(".", 1)[-1] != "LocalLauncher" or not device.startswith(("cuda", "auto")):
+    if _launcher(config) != "LocalLauncher" or not device.startswith(("cuda", "auto")):
         return None
     needed = int(device.split(":")[1]) + 1 if ":" in device else 1  # the job's cuda:N is its GPU N
     gpus = OmegaConf.select(config, "hydra.launcher.gpus_per_node", default=None) or 0
@@ -294,16 +288,16 @@ def _output_dir_problem(path: str) -> str | None:
     return None
 
 
-def _given(config: DictConfig, key: str) -> bool:
-    """Whether ``key`` was set on the command line (``hydra.sweep.dir=...``)."""
-    overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
-    return any(str(o).lstrip("+").split("=", 1)[0] == key for o in overrides)
-
-
-def _job_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config a job records (without the ``hydra`` node)."""
+def _job_config(cfg: DictConfig, resolve: bool = True) -> dict[str, Any]:
+    """The resolved config a job records (without the ``hydra`` node); ``resolve=False``: as written."""
     body = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    return OmegaConf.to_container(body, resolve=True)  # type: ignore[return-value]
+    return OmegaConf.to_container(body, resolve=resolve)  # type: ignore[return-value]
+
+
+def _custom_subdir(config: DictConfig) -> str | None:
+    """``hydra.sweep.subdir`` when not the job's number (each job's folder ``<sweep dir>/<num>``); else None."""
+    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
+    return None if subdir == "${hydra.job.num}" else str(subdir)
 
 
 def _in_use(folder: Path, record: dict[str, Any]) -> str | None:
@@ -317,16 +311,10 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
     record = read_record(out)
     if record is None:
         return
-    busy = _in_use(out, record)
-    if busy:
-        _fail([busy], title=FOLDER)
-    decision = resume_decision(record, lambda: _job_config(config), resume)
-    if decision == NEEDS_RESUME:
-        _fail([(f"{out} already holds a finished result: add resume=true to keep it, "
-               "or choose another hydra.run.dir")], title=FOLDER)
-    if decision == OTHER_CONFIG:
-        _fail([(f"{out} holds the finished result of a run with another config: resume=true continues "
-               "the same run; for a different one choose another hydra.run.dir")], title=FOLDER)
+    problem = _in_use(out, record) or resume_refusal(
+        resume_decision(record, lambda: _job_config(config), resume), out, "hydra.run.dir")
+    if problem:
+        _fail([problem], title=FOLDER)
 
 
 def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], resume: bool) -> None:
@@ -341,8 +329,7 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
     if finished:
         _fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
                "to keep them and run only the unfinished ones, or choose another hydra.sweep.dir")], title=FOLDER)
-    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-    if subdir != "${hydra.job.num}":
+    if _custom_subdir(config):
         return  # a custom layout: each job checks its own folder when it starts
     clashes = []
     for num, job in enumerate(jobs):
@@ -358,9 +345,8 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """Take the folder's lock (:mod:`rlsweep.folder_lock`), then run the checks of what it holds
-    (locked first: no command can finish jobs there in between); a refused command leaves the folder
-    as it found it."""
+    """Take the folder's lock (:mod:`rlsweep.folder_lock`) for the checks of what it holds (no command
+    can finish jobs there in between); a refused command leaves the folder as it found it."""
     from rlsweep import folder_lock
 
     existed = folder.is_dir()
@@ -386,57 +372,49 @@ def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> t
     if problem:
         _fail([f"{problem}; set {key}=<a writable folder>"], title=FOLDER)
     resume = bool(OmegaConf.select(config, RESUME_KEY, default=False))
-    if resume and not _given(config, key):
+    given = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []  # on the command line
+    if resume and not any(str(o).lstrip("+").split("=", 1)[0] == key for o in given):
         _fail([f"resume=true needs the folder of the {what} to resume: add {key}=<that folder>{hint}"])
     return Path(str(OmegaConf.select(config, key))), resume
 
 
 class RLSweepCallback(Callback):
-    """The pre-flight checks. Every one ends with ``_fail`` (SystemExit, which Hydra lets through), also
-    for an error nobody foresaw: Hydra would turn an exception into a warning and run the jobs."""
+    """The pre-flight checks; each ends with ``_fail`` (SystemExit), also an error nobody foresaw: Hydra
+    would turn an exception into a warning and run the jobs."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            self._check_run(config)
+            _check(config, check_device=True)
+            SESSION.run_dir = str(Path(str(config.hydra.run.dir)))
+            out, resume = _output_folder(config, "hydra.run.dir", "run")
+            with _locked(out):
+                _check_finished_run(config, out, resume)
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             refuse(exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         SESSION.checked_jobs.clear()
         try:
-            SESSION.checked_jobs.update(self._check_sweep(config))
+            launcher_errors = _launcher_errors(config)
+            if launcher_errors:
+                _fail(launcher_errors)
+            jobs = _check_jobs(config, _expand_sweep(config), check_device="Slurm" not in _launcher(config))
+            sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
+            with _locked(sweep):
+                _check_finished_sweep(config, sweep, jobs, resume)
+            _move_resume_to_hydra_overrides(config)
+            # the jobs as the sweeper will launch them: its task overrides are without resume=..., moved above
+            SESSION.checked_jobs.update(tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs)
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             refuse(exc)
         # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
         SESSION.sweep_dir = str(config.hydra.sweep.dir)
-        SESSION.launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="")).rsplit(".", 1)[-1]
-
-    @staticmethod
-    def _check_run(config: DictConfig) -> None:
-        _check(config, check_device=True)
-        SESSION.run_dir = str(Path(str(config.hydra.run.dir)))
-        out, resume = _output_folder(config, "hydra.run.dir", "run")
-        with _locked(out):
-            _check_finished_run(config, out, resume)
-
-    @staticmethod
-    def _check_sweep(config: DictConfig) -> list[tuple[str, ...]]:
-        """Check the sweep; returns its jobs' override lists as the sweeper will launch them."""
-        launcher_errors = _launcher_errors(config)
-        if launcher_errors:
-            _fail(launcher_errors)
-        jobs = _check_jobs(config, _expand_sweep(config), check_device=not _runs_elsewhere(config))
-        sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
-        with _locked(sweep):
-            _check_finished_sweep(config, sweep, jobs, resume)
-        _move_resume_to_hydra_overrides(config)
-        # the sweeper expands the task overrides without resume=..., moved above
-        return [tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs]
+        SESSION.launcher = _launcher(config)
 
 
 @dataclasses.dataclass
 class _Cell:
-    """Jobs whose overrides differ only in ``seed=``: composed and validated once, for the first of them."""
+    """Jobs whose overrides differ only in ``seed=``: composed and validated once, for the first."""
 
     cfg: DictConfig  # the first job's config, checked
     #: no value of the config refers to the seed: the other jobs' configs are this one with their seed
@@ -447,7 +425,7 @@ class _Cell:
 
 @dataclasses.dataclass
 class _Job:
-    """One job of a checked sweep: its overrides, its cell, and its seed where it is not the cell's first job."""
+    """One job of a checked sweep: its overrides, its cell, and its seed where not the cell's first."""
 
     overrides: list[str]
     cell: _Cell
@@ -463,12 +441,8 @@ class _Job:
 
 
 def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: bool) -> list[_Job]:
-    """Check every job of the sweep; the first bad one ends the command with its message.
-
-    The first job of each cell is composed and validated in full; a further one gets its ``seed=``
-    set on that config as Hydra sets it, and only the seed checked (:func:`_seed_in`). In any doubt
-    the job is composed and validated on its own, which also gives its message.
-    """
+    """Check every job of the sweep; the first bad one ends the command with its message. A cell's first
+    job is composed and validated in full, a further one only its seed (:func:`_seed_in`) where that is sure."""
     cells: dict[tuple[str, ...], _Cell] = {}
     jobs = []
     for overrides in sweep:
@@ -479,23 +453,26 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
             if seed is not None:
                 jobs.append(_Job(overrides, cell, seed))
                 continue
-        cfg = _compose_checked(config, overrides, check_device=check_device)
+        job = " ".join(overrides)
+        try:  # Hydra composed the sweep's base config; a job's own values are first composed here
+            cfg = _compose(config, overrides)
+        except Exception as exc:  # noqa: BLE001 - every kind: composition, parse, missing option, type
+            _fail(_error_lines(exc), job, exc)
+        _check(cfg, check_device=check_device, job=job)
         if error := _local_gpu_error(config, cfg):
-            _fail([error], " ".join(overrides))
+            _fail([error], job)
         own = _Cell(cfg, seed_only=not _refers_to(cfg, SEED_KEY))
         if (OmegaConf.select(cfg, "seeds_per_job", default=1) or 1) > 1 and (errors := _seeds_per_job_errors(config, own)):
-            _fail(errors, " ".join(overrides))
+            _fail(errors, job)
         cells.setdefault(key, own)
         jobs.append(_Job(overrides, own))
     return jobs
 
 
 def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
-    """Why a sweep cannot train this cell's seeds together: each seed's job is the group's with
-    another seed, in ``<sweep dir>/<job number>`` (rlsweep.launchers.seed_groups)."""
+    """Why a sweep cannot train this cell's seeds together (:func:`rlsweep.launchers.seed_groups`)."""
     errors = []
-    subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
-    if subdir != "${hydra.job.num}":
+    if subdir := _custom_subdir(config):
         errors.append(f"seeds_per_job > 1 writes each seed's record in <sweep dir>/<job number>: "
                       f"hydra.sweep.subdir={subdir} is not supported with it")
     if not cell.seed_only:
@@ -504,24 +481,13 @@ def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
     return errors
 
 
-def _compose_checked(config: DictConfig, overrides: list[str], *, check_device: bool) -> DictConfig:
-    job = " ".join(overrides)
-    try:  # Hydra composed the sweep's base config; a job's own values are first composed here
-        cfg = _compose(config, overrides)
-    except Exception as exc:  # noqa: BLE001 - every kind: composition, parse, missing option, type
-        _fail(_error_lines(exc), job, exc)
-    _check(cfg, check_device=check_device, job=job)
-    return cfg
-
-
 def _without_seed(overrides: list[str]) -> tuple[tuple[str, ...], str | None]:
     """The job's cell key (its overrides without ``seed=...``) and that override; only a plain
     ``seed=<value>`` given once is split off (else: the whole list, None)."""
-    found = [i for i, o in enumerate(overrides) if o.split("=", 1)[0] == SEED_KEY]
-    if len(found) != 1:
+    key, found = cell_key(overrides, (SEED_KEY,)), [o for o in overrides if o.split("=", 1)[0] == SEED_KEY]
+    if len(found) != 1 or len(key) != len(overrides) - 1:
         return tuple(overrides), None
-    i = found[0]
-    return (*overrides[:i], *overrides[i + 1:]), overrides[i]
+    return key, found[0]
 
 
 def _seed_in(cell: _Cell, seed_override: str) -> int | None:
@@ -548,8 +514,7 @@ def _seed_in(cell: _Cell, seed_override: str) -> int | None:
 def _refers_to(cfg: DictConfig, key: str) -> bool:
     """Whether an interpolation in the job's config (not ``hydra``) may read ``key`` (conservative:
     any one that names it)."""
-    body = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    stack: list[Any] = [OmegaConf.to_container(body, resolve=False)]
+    stack: list[Any] = [_job_config(cfg, resolve=False)]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
@@ -562,9 +527,8 @@ def _refers_to(cfg: DictConfig, key: str) -> bool:
 
 
 def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
-    """Move ``resume=...`` from the sweep's arguments (saved in multirun.yaml, which the report expands)
-    to ``hydra.overrides.hydra``, which every job is composed with: a resumed sweep expands to the
-    same jobs as its first run."""
+    """Move ``resume=...`` from the sweep's arguments (multirun.yaml, which the report expands) to
+    ``hydra.overrides.hydra``: a resumed sweep expands to the same jobs as its first run."""
     task = [str(o) for o in config.hydra.overrides.task]
     switch = [o for o in task if override_key(o) == RESUME_KEY]
     if not switch:

@@ -27,8 +27,6 @@ from rlsweep.config import ObjectiveConfig, TrainConfig
 from rlsweep.records import (
     CHECKPOINT_FILE,
     KEEP,
-    NEEDS_RESUME,
-    OTHER_CONFIG,
     RESULT_FILE,
     STATUS_FAILED,
     STATUS_RUNNING,
@@ -36,6 +34,7 @@ from rlsweep.records import (
     read_group,
     read_record,
     resume_decision,
+    resume_refusal,
     write_result,
 )
 from rlsweep.results import fingerprint, provenance, utc_now
@@ -64,30 +63,8 @@ RUNNING_ERROR = ("the job did not finish: its process ended without writing a re
 
 
 class SweepInterrupted(KeyboardInterrupt):
-    """A stop signal ended the job after its checkpoint: stop the whole sweep, not only this job.
-
-    A KeyboardInterrupt, so Hydra's basic launcher does not go on with the next job.
-    """
-
-
-def finished_record(out_dir: Path, config: dict[str, Any], resume: bool) -> dict[str, Any] | None:
-    """The ``ok`` record of this very job in ``out_dir`` when ``resume``; None when the job has to run.
-
-    Raises:
-        ConfigError: ``out_dir`` holds a finished record that this run must not overwrite: of
-            another config, or of this one without ``resume``.
-    """
-    done = read_record(out_dir)
-    decision = resume_decision(done, lambda: config, resume)
-    if decision == KEEP:
-        return done
-    if decision == NEEDS_RESUME:
-        raise ConfigError(f"{out_dir} already holds a finished result: rerun with resume=true to keep it "
-                          "(and run only the unfinished jobs), or choose another output folder")
-    if decision == OTHER_CONFIG:
-        raise ConfigError(f"{out_dir} holds the finished result of a job with another config: resume=true continues "
-                          "a sweep with the same overrides; for a different sweep choose another output folder")
-    return None  # nothing, failed, interrupted or killed: (re)run, from the checkpoint when present
+    """A stop signal ended the job after its checkpoint: stop the whole sweep (Hydra's basic launcher
+    does not go on after a KeyboardInterrupt), not only this job."""
 
 
 def job_info() -> dict[str, Any]:
@@ -167,7 +144,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     seeds = [seat.cfg.seed for seat in todo]
     ckpt = seats[0].out_dir / (CHECKPOINT_FILE if len(todo) == 1 else f"checkpoint-seeds-{'-'.join(map(str, seeds))}.pt")
     for seat in todo:
-        seat.record, seat.resumed = _first_record(seat.cfg, seat.info, seat.resolved, ckpt)
+        seat.record, seat.resumed = _first_record(seat, ckpt)
         # what remains if this process is killed outright; replaced by the final record below
         write_result(seat.out_dir, scrub({**seat.record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
     # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
@@ -208,11 +185,19 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str, Any] | None]:
-    """The seats still to train, and the job's own finished record when it has one (resume)."""
+    """The seats still to train, and the job's own finished record when ``resume`` keeps it.
+
+    Raises:
+        ConfigError: a seat's folder holds a finished record that this run must not overwrite: of
+            another config, or of this one without ``resume`` (:func:`rlsweep.records.resume_refusal`).
+    """
     todo, own_done = [], None
     for seat in seats:
-        done = finished_record(seat.out_dir, seat.resolved, resume)
-        if done is None:
+        done = read_record(seat.out_dir)
+        decision = resume_decision(done, lambda seat=seat: seat.resolved, resume)
+        if refusal := resume_refusal(decision, seat.out_dir, "output folder"):
+            raise ConfigError(refusal)
+        if decision != KEEP:  # nothing, failed, interrupted or killed: (re)run, from the checkpoint when present
             todo.append(seat)
         elif seat is seats[0]:
             own_done = done
@@ -221,7 +206,7 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
 
 def _train(todo: list[_Seat], ckpt: Path) -> None:
     """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record."""
-    trackers = [_tracker(seat.cfg, seat.info, seat.resolved, seat.record, concurrent=len(todo) > 1) for seat in todo]
+    trackers = [_tracker(seat, concurrent=len(todo) > 1) for seat in todo]
     for seat, tracker in zip(todo, trackers, strict=True):
         seat.tracker = tracker
     outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
@@ -240,8 +225,7 @@ def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: 
     """Complete and write every trained seed's record, however the job ended; a seed trained beside
     others is charged its share of the process's time, so a cell's seeds cost the same grouped or not."""
     for seat in todo:
-        _finish(seat.record, seat.cfg, seat.resumed, seat.tracker, failed or seat.record["status"] != "ok",
-                wall_s=wall_s / len(todo))
+        _finish(seat, failed or seat.record["status"] != "ok", wall_s=wall_s / len(todo))
         if len(todo) > 1:
             seat.record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
                                     "leader": leader, "wall_s": round(wall_s, 3)}
@@ -253,15 +237,15 @@ def _write_refused(seats: list[_Seat], error: str) -> None:
     say why instead of "ended without a result"."""
     secrets, now = secret_values(), utc_now()
     for seat in seats:
-        record = {"status": STATUS_FAILED, "error": error, **_identity(seat.cfg, seat.info, seat.resolved),
+        record = {"status": STATUS_FAILED, "error": error, **_identity(seat),
                   "started_at": now, "finished_at": now}
         write_result(seat.out_dir, scrub(record, secrets))
 
 
-def _identity(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
+def _identity(seat: _Seat) -> dict[str, Any]:
     """Which job a record is of: what every record says first."""
-    return {"overrides": info["overrides"], "job": info, "algo": tcfg.algo.name, "env_id": tcfg.env.id,
-            "seed": tcfg.seed, "config": resolved}
+    return {"overrides": seat.info["overrides"], "job": seat.info, "algo": seat.cfg.algo.name,
+            "env_id": seat.cfg.env.id, "seed": seat.cfg.seed, "config": seat.resolved}
 
 
 def _mark(seats: list[_Seat], **fields: Any) -> None:
@@ -270,14 +254,13 @@ def _mark(seats: list[_Seat], **fields: Any) -> None:
         seat.record.update(fields)
 
 
-def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any],
-                  ckpt: Path) -> tuple[dict[str, Any], Any]:
-    """The job's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
-    out_dir = Path(info["output_dir"])
+def _first_record(seat: _Seat, ckpt: Path) -> tuple[dict[str, Any], Any]:
+    """The seed's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
+    tcfg = seat.cfg
     record: dict[str, Any] = {
         "status": STATUS_FAILED,
         "error": None,
-        **_identity(tcfg, info, resolved),
+        **_identity(seat),
         "device": str(resolve_device(tcfg.device)),
         "started_at": utc_now(),
         # which code ran: a resumed job may continue on another commit, and the report says so
@@ -296,16 +279,15 @@ def _first_record(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, A
     record["logging"] = {"wandb_mode": wandb_settings.mode, "wandb_project": wandb_settings.project,
                          "wandb_entity": wandb_settings.entity, "wandb_dir": wandb_settings.dir,
                          "wandb_run_dir": None,
-                         "wandb_run_id": stable_run_id(out_dir) if wandb_settings.mode != "disabled" else None,
+                         "wandb_run_id": stable_run_id(seat.out_dir) if wandb_settings.mode != "disabled" else None,
                          "errors": []}
     return record, resumed
 
 
-def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], record: dict[str, Any],
-             concurrent: bool = False) -> Tracker:
-    """The job's W&B run: its name, group, tags and nested config (``concurrent``: beside other seeds' runs)."""
-    out_dir = Path(info["output_dir"])
-    columns = {k: v for k, v in flatten(resolved).items() if k not in INVOCATION_KEYS}
+def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
+    """The seed's W&B run: its name, group, tags and nested config (``concurrent``: beside other seeds' runs)."""
+    tcfg, info, out_dir = seat.cfg, seat.info, seat.out_dir
+    columns = {k: v for k, v in flatten(seat.resolved).items() if k not in INVOCATION_KEYS}
     return Tracker(
         tcfg.logger,
         out_dir,
@@ -316,18 +298,18 @@ def _tracker(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any], 
         # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
         config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
                      **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
-                     **_provenance_columns(record["provenance"])}),
+                     **_provenance_columns(seat.record["provenance"])}),
         run_id=stable_run_id(out_dir),
         concurrent=concurrent,
     )
 
 
-def _finish(record: dict[str, Any], tcfg: TrainConfig, resumed: Any, tracker: Tracker | None, failed: bool,
-            wall_s: float) -> None:
-    """Complete the job's record, however the job ended, and finish its W&B run."""
+def _finish(seat: _Seat, failed: bool, wall_s: float) -> None:
+    """Complete the seed's record, however the job ended, and finish its W&B run."""
+    record, tcfg, tracker = seat.record, seat.cfg, seat.tracker
     record["wall_s"] = round(wall_s, 3)
     # which code ran which part of the job: the attempts its checkpoint carries, and this one
-    record["code_history"] = checkpoint.code_history(resumed, checkpoint.code_of(record["provenance"]))
+    record["code_history"] = checkpoint.code_history(seat.resumed, checkpoint.code_of(record["provenance"]))
     record["finished_at"] = utc_now()
     record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
     record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
@@ -350,12 +332,8 @@ def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:
 
 
 def objective(record: dict[str, Any], cfg: ObjectiveConfig) -> dict[str, Any]:
-    """The number a finished job returns to Hydra's sweeper, from its record (see :class:`ObjectiveConfig`).
-
-    Returns:
-        ``{"metric", "value", "reason"}``: ``value`` None (with the ``reason``) when the metric was not
-        measured or the final return is below ``cfg.min_return``.
-    """
+    """The number a finished job returns to Hydra's sweeper (:class:`ObjectiveConfig`): ``{"metric", "value",
+    "reason"}``, ``value`` None (with the ``reason``) when not measured or the final return is below ``min_return``."""
     thr = record.get("throughput") or {}
     final_return = (record.get("learning") or {}).get("final_return")
     wall_s = record.get("wall_s")

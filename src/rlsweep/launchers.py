@@ -12,7 +12,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: the config key of a job's intra-op threads (``backend.num_threads``) and of its repeat (``seed``)
+from rlsweep.records import cell_key
+
 THREADS_KEY = "backend.num_threads"
 SEED_KEY = "seed"
 SEEDS_PER_JOB_KEY = "seeds_per_job"
@@ -51,13 +52,8 @@ def _override_values(overrides: Sequence[str], key: str) -> list[str]:
 
 
 def job_threads(overrides: Sequence[str], base_threads: Any, environ: Mapping[str, str]) -> int:
-    """The intra-op threads a job with these sweep ``overrides`` will use.
-
-    Args:
-        overrides: the job's own overrides (``backend.num_threads=2`` among them, or not).
-        base_threads: ``backend.num_threads`` of the sweep's config without the job's overrides.
-        environ: the environment the job will run in (``RLSWEEP_CPUS_PER_JOB``, Slurm's variables).
-    """
+    """The intra-op threads a job with these sweep ``overrides`` will use, given ``backend.num_threads`` of
+    the sweep's config (``base_threads``) and the environment the job will run in (``environ``)."""
     from rlsweep.toggles.backend import default_num_threads
 
     given = _override_values(overrides, THREADS_KEY)
@@ -72,12 +68,8 @@ def job_threads(overrides: Sequence[str], base_threads: Any, environ: Mapping[st
 
 
 def seed_major_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
-    """Indices of the jobs in run order: every cell's first seed, then every cell's second seed, ...
-
-    A cell is a job's overrides without ``seed``; seeds rank in the order the sweep lists them. A
-    sweep without a ``seed`` override keeps its order. The sort is stable, so the cells keep the
-    sweep's order within each seed: ``compile=none,default seed=0,1`` runs (none,0) (default,0)
-    (none,1) (default,1).
+    """Indices of the jobs in run order: every cell's first seed, then every cell's second seed, ...; within
+    a seed, the sweep's order: ``compile=none,default seed=0,1`` runs (none,0) (default,0) (none,1) (default,1).
     """
     seeds = [(_override_values(o, SEED_KEY) or [""])[-1] for o in job_overrides]
     rank = {s: i for i, s in enumerate(dict.fromkeys(seeds))}
@@ -85,13 +77,9 @@ def seed_major_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
 
 
 def seed_groups(job_overrides: Sequence[Sequence[str]], base_seeds_per_job: Any) -> list[list[int]]:
-    """The sweep's jobs as the processes that train them (``seeds_per_job``): lists of job indices.
-
-    Jobs of one cell (the same overrides but ``seed``) are grouped ``seeds_per_job`` at a time, in
-    the order the sweep lists them; the last group of a cell may be smaller. The first job of a
-    group trains them all, each seed writing its own record in its own job's folder. With
-    ``seeds_per_job=1`` (the default) every job is a group of its own.
-    """
+    """The sweep's jobs as the processes that train them: lists of job indices, a cell's jobs
+    ``seeds_per_job`` at a time in the sweep's order (its last group may be smaller). A group's first
+    job trains them all, each seed writing its own record in its own job's folder."""
     groups: list[list[int]] = []
     open_groups: dict[tuple[str, ...], list[int]] = {}
     for i, overrides in enumerate(job_overrides):
@@ -100,7 +88,7 @@ def seed_groups(job_overrides: Sequence[Sequence[str]], base_seeds_per_job: Any)
             size = int(given[-1] if given else base_seeds_per_job or 1)
         except ValueError:
             size = 1  # the pre-flight refused anything else; a value it did not see trains alone
-        cell = tuple(o for o in overrides if o.partition("=")[0].lstrip("+") != SEED_KEY)
+        cell = cell_key(overrides, (SEED_KEY,))
         group = open_groups.get(cell)
         if group is None or len(group) >= size or not _override_values(overrides, SEED_KEY):
             group = open_groups[cell] = []

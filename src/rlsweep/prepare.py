@@ -1,10 +1,9 @@
 """A sweep's preparation: every cell's one-off costs paid, and measured, before the first timed job
 (docs/guide/measuring.md), so that a sweep does not measure the order of its jobs.
 
-* **cold run** (compiled cells): a fresh process trains the cell until warm on an *empty* private
-  compile cache -- the cell's cold compile -- and what it built is merged into ``compile.cache_dir``.
-* **warm pass** (the basic launcher only): the launching process, where the timed jobs will run,
-  trains each cell until warm once.
+* **cold run** (compiled cells): a fresh process trains the cell until warm on an empty private compile
+  cache (its cold compile), then merges what it built into ``compile.cache_dir``.
+* **warm pass** (the basic launcher only): the launching process trains each cell until warm once.
 
 What it measured goes to the sweep's ``prepare.json`` (this module is its one reader and writer).
 """
@@ -22,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlsweep import records
 from rlsweep.records import override_key, read_json, write_json_atomic
 from rlsweep.results import utc_now
 
@@ -43,8 +43,7 @@ _NOT_CELL_KEYS = ("seed", "resume", PREPARE_KEY)
 
 def cell_key(overrides: Sequence[str]) -> tuple[str, ...]:
     """A job's cell: its overrides without the seed, invocation switches and ``hydra.*`` settings."""
-    keys = [override_key(o) for o in overrides]
-    return tuple(o for o, k in zip(overrides, keys) if k not in _NOT_CELL_KEYS and not k.startswith("hydra."))
+    return tuple(o for o in records.cell_key(overrides, _NOT_CELL_KEYS) if not override_key(o).startswith("hydra."))
 
 
 def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -57,10 +56,8 @@ def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
 
 def with_group_sizes(cell_configs: list[tuple[list[str], TrainConfig]], job_overrides: Sequence[Sequence[str]],
                      finished: Sequence[bool], base_seeds_per_job: Any) -> list[tuple[list[str], TrainConfig]]:
-    """``cell_configs``, each cell once for every number of seeds one of its processes trains, largest
-    first (``seeds_per_job``: a cell's last group may be smaller, and a resumed sweep's groups lose
-    their finished seeds): the compiled shapes have the seeds in them, so each size is prepared,
-    not compiled inside a timed job."""
+    """``cell_configs``, each cell once for every number of seeds one of its processes trains, largest first
+    (a cell's last group may be smaller, a resumed one's lose their finished seeds): compiled shapes have the seeds."""
     from rlsweep.launchers import seed_groups
 
     sizes: dict[tuple[str, ...], set[int]] = {}
@@ -209,15 +206,12 @@ def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any
 def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]],
                   run_fresh: Callable[[list[TrainConfig]], list[Any]], *, in_process: bool,
                   launcher: str) -> dict[str, Any]:
-    """Prepare every cell; write and return ``prepare.json``.
+    """Prepare every cell (``cell_configs``: its overrides and first job's config); write and return ``prepare.json``.
 
     Args:
-        sweep_dir: the sweep's folder.
-        cell_configs: each cell's overrides and its first job's config.
         run_fresh: runs :func:`cold_run` for each config, each in a fresh process, and returns
             each one's entry or the exception it raised (the launcher's way of starting processes).
         in_process: also run the warm pass in this process (the timed jobs will run here).
-        launcher: the launcher's name, for the file.
     """
     earlier = read_prepare(sweep_dir)
     if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)

@@ -6,6 +6,7 @@ report read and write records through here. No torch: status and the report stay
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -33,8 +34,7 @@ STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "
 #: these still counts as this job's result when resuming
 RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
 
-#: folders of a sweep that hold no job: the report's, and W&B's (a run folder is many small files,
-#: and a 1,000-job sweep has 1,000 of them); dot folders (``.submitit``, ``.hydra``) neither
+#: folders of a sweep that hold no job, not looked into: the report's, W&B's; dot folders neither
 _NOT_JOBS = ("report", "wandb")
 
 
@@ -63,10 +63,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -84,15 +82,12 @@ def _new_temp_file(path: Path) -> tuple[int, str]:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
-    text = json.dumps(jsonable(data), indent=2, allow_nan=False)
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, json.dumps(jsonable(data), indent=2, allow_nan=False).encode("utf-8"))
 
 
-def write_result(output_dir: Path, record: dict[str, Any]) -> Path:
+def write_result(output_dir: Path, record: dict[str, Any]) -> None:
     """Write ``record`` as the job's ``result.json`` in ``output_dir``, atomically, with the schema version."""
-    path = Path(output_dir) / RESULT_FILE
-    write_json_atomic(path, {"schema_version": SCHEMA_VERSION, **record})
-    return path
+    write_json_atomic(Path(output_dir) / RESULT_FILE, {"schema_version": SCHEMA_VERSION, **record})
 
 
 def read_result(output_dir: Path) -> dict[str, Any]:
@@ -221,11 +216,8 @@ def process_alive(pid: int) -> bool:
 
 
 def job_alive(record: dict[str, Any]) -> bool | None:
-    """Whether the process that wrote ``record`` runs right now (this very process does not count).
-
-    Returns:
-        None when that process ran on another machine (or the record names none): it cannot be seen from here.
-    """
+    """Whether the process that wrote ``record`` runs right now (this very process does not count); None
+    when that process ran on another machine (or the record names none): it cannot be seen from here."""
     job = record.get("job") if isinstance(record.get("job"), dict) else {}
     pid = job.get("pid")
     if not isinstance(pid, int) or job.get("hostname") != socket.gethostname():
@@ -236,6 +228,11 @@ def job_alive(record: dict[str, Any]) -> bool | None:
 def override_key(override: str) -> str:
     """``+algo.lr=1`` -> ``algo.lr``."""
     return override.split("=", 1)[0].lstrip("+~")
+
+
+def cell_key(overrides: Sequence[str], ignore: Sequence[str] = ("seed",)) -> tuple[str, ...]:
+    """A job's cell (the jobs that differ only in their seed): its overrides but those of the keys ``ignore``."""
+    return tuple(o for o in overrides if override_key(o) not in ignore)
 
 
 def comparable_config(config: dict[str, Any]) -> str:
@@ -251,13 +248,10 @@ RUN, KEEP, NEEDS_RESUME, OTHER_CONFIG = "run", "keep", "needs resume", "other co
 
 
 def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str, Any]], resume: bool) -> str:
-    """The resume policy for one job folder holding ``record``, for the pre-flight checks and the job alike.
-
-    :data:`RUN`: nothing finished there (failed, interrupted, killed: rerun, from the checkpoint when
-    there is one); :data:`NEEDS_RESUME`: finished, and ``resume=true`` not given; :data:`OTHER_CONFIG`:
-    finished with another config (``config()`` gives the job's, called only then); :data:`KEEP`: this
-    job's finished result, kept.
-    """
+    """The resume policy for one job folder holding ``record``, for the pre-flight checks and the job alike:
+    :data:`RUN` (nothing finished there: rerun, from the checkpoint if any), :data:`NEEDS_RESUME` (finished,
+    no ``resume=true``), :data:`OTHER_CONFIG` (finished with another config than ``config()``, called only
+    then) or :data:`KEEP` (this job's finished result)."""
     if record is None or record.get("status") != STATUS_OK:
         return RUN
     if not resume:
@@ -266,12 +260,20 @@ def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str
     return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
 
 
-def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
-    """Hydra's parse of command-line overrides (its own grammar).
+def resume_refusal(decision: str, folder: Path, key: str) -> str | None:
+    """Why a command may not write in ``folder`` after :func:`resume_decision` gave ``decision`` (None: it
+    may), for the pre-flight checks and the job alike; ``key`` is the setting that chooses another folder."""
+    if decision == NEEDS_RESUME:
+        return f"{folder} already holds a finished result: add resume=true to keep it, or choose another {key}"
+    if decision == OTHER_CONFIG:
+        return (f"{folder} holds the finished result of a run with another config: resume=true continues "
+                f"the same run; for a different one choose another {key}")
+    return None
 
-    ``config_loader``: Hydra's, where one is running; without it a ``glob(...)`` sweep, which lists
-    its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader).
-    """
+
+def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list[Any]:
+    """Hydra's parse of command-line overrides; without Hydra's ``config_loader`` a ``glob(...)`` sweep,
+    which lists its config group's options, cannot be expanded (Hydra's BasicSweeper parses with its loader)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create(config_loader=config_loader).parse_overrides(list(overrides))
@@ -283,9 +285,8 @@ def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> li
 
 
 def sweep_lists(arguments: Sequence[str], config_loader: Any = None) -> dict[str, list[str]]:
-    """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier one.
-
-    ``config_loader``: see :func:`parse_overrides` (needed by ``glob(...)``).
+    """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier
+    one (``config_loader``: see :func:`parse_overrides`).
 
     Raises:
         ValueError: a sweep that is not a list of values (``interval(...)``): the basic sweeper refuses it too.

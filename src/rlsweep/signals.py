@@ -1,9 +1,8 @@
 """Stop requests (preemption, timeout, Ctrl-C) turned into a checkpoint at an iteration boundary.
 
-Signal handlers only set a flag (saving inside one could catch an iteration half done); the
-training loop checks it after every iteration, writes the checkpoint, then hands submitit's
-SIGUSR2 to submitit (which requeues the job) or raises :class:`Interrupted`. Outside Slurm, SIGINT
-and SIGTERM stop the job so too; a second Ctrl-C stops at once.
+Signal handlers only set a flag, which the training loop checks after every iteration: it writes the
+checkpoint, then hands submitit's SIGUSR2 to submitit (a requeue) or raises :class:`Interrupted`.
+Outside Slurm, SIGINT and SIGTERM stop the job so too; a second Ctrl-C stops at once.
 """
 
 from __future__ import annotations

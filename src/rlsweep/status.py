@@ -1,10 +1,8 @@
 """``python -m sweeps.status <sweep_dir>``: where every job of a sweep stands, while it runs or after.
 
-The jobs come from the Slurm launcher's manifest (:func:`write_manifest`), else ``multirun.yaml``
-expanded as Hydra's basic sweeper does; each one's state from its result record and, for a Slurm
-sweep, Slurm's accounting (one ``sacct`` call), which decides where the record cannot: a job killed
-before its final record. Without ``sacct`` the states come from the records alone, and the output
-says so. Cheap on purpose: no torch, no report.
+The jobs come from the Slurm launcher's manifest (:func:`write_manifest`), else ``multirun.yaml``;
+each one's state from its result record and, for a Slurm sweep, one ``sacct`` call, which decides
+where the record cannot (a job killed before its final record). Cheap on purpose: no torch, no report.
 """
 
 from __future__ import annotations
@@ -115,11 +113,9 @@ class SweepStatus:
 # ---------------------------------------------------------------------------------------------- manifest
 
 
-def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str | None]], launcher: str) -> Path:
-    """Add submitted jobs to the sweep's manifest (``num``, ``overrides``, Slurm job id), atomically.
-
-    Called by the launcher after each submitted batch (Hydra's sweeper may launch a sweep in batches).
-    """
+def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str | None]], launcher: str) -> None:
+    """Add submitted jobs (``num``, ``overrides``, Slurm job id) to the sweep's manifest, atomically: the
+    launcher calls it after each batch it submitted (Hydra's sweeper may launch a sweep in batches)."""
     path = Path(sweep_dir) / MANIFEST_FILE
     manifest = read_json(path) or {}
     known = {int(j["num"]): j for j in manifest.get("jobs", []) if isinstance(j, dict) and "num" in j}
@@ -127,7 +123,6 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
         known[int(num)] = {"num": int(num), "overrides": list(overrides), "slurm_job_id": slurm_id}
     manifest = {"schema_version": 1, "launcher": launcher, "jobs": [known[n] for n in sorted(known)]}
     write_json_atomic(path, manifest)
-    return path
 
 
 def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
@@ -178,11 +173,8 @@ def _expand_array(task: str) -> list[str]:
 
 
 def parse_sacct(text: str) -> dict[str, SlurmState]:
-    """``sacct -X -D -P -n -o JobID,State,ExitCode,Reason`` output -> each array task's last state.
-
-    With ``-D`` every attempt of a requeued task is a line of its own, oldest first: the lines
-    before the last one are its requeues.
-    """
+    """``sacct -X -D -P -n -o JobID,State,ExitCode,Reason`` output -> each array task's last state (with
+    ``-D`` each attempt of a requeued task is a line, oldest first: the lines before the last are requeues)."""
     out: dict[str, SlurmState] = {}
     unsplit: list[list[str]] = []
     for line in text.splitlines():

@@ -99,8 +99,7 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
     errors += seed_errors(cfg.seed)
     if cfg.warmup_iters < 0:
         errors.append(f"warmup_iters must be >= 0, got {cfg.warmup_iters}")
-    if not 0 <= cfg.eval_episodes <= MAX_EVAL_EPISODES:  # evaluation steps one env per episode at once
-        errors.append(f"eval_episodes must be in [0, {MAX_EVAL_EPISODES}], got {cfg.eval_episodes}")
+    errors += in_range_errors("eval_episodes", cfg.eval_episodes, 0, MAX_EVAL_EPISODES)
 
     if not _DEVICE_RE.match(cfg.device):
         errors.append(f"device={cfg.device!r} is not valid; use auto, cpu, cuda or cuda:N")

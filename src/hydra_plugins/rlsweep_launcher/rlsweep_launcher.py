@@ -418,7 +418,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
         leaders = [g[0] for g in groups]
         job_params = []
-        singletons = Singleton.get_state()  # a deep copy of Hydra's global state: once, not per job (40 ms each)
+        singletons = Singleton.get_state()  # a deep copy of Hydra's global state: once, not per job
         for i in leaders:
             idx = initial_job_idx + i
             log.info(f"\t#{idx} : {' '.join(filter_overrides(job_overrides[i]))}")
