@@ -331,11 +331,12 @@ class CompileStats:
         return sum(v.compile_s for v in self.functions.values())
 
     def cache_summary(self) -> dict[str, Any] | None:
-        """What the on-disk caches served and what this job built (the record's ``compile.cache``).
-
-        ``state``: ``warm`` (every look-up hit and nothing was built), ``cold`` (nothing hit), ``partial``
-        or None (nothing compiled); ``served_from_cache``: hits / (hits + misses + builds). None when
-        nothing was compiled through these stats.
+        """What the on-disk caches served and what this job built (the record's ``compile.cache``); None when
+        nothing was compiled through these stats. ``state``: ``warm`` (every look-up hit and nothing was
+        built), ``cold`` (nothing hit), ``partial`` or None (nothing compiled); ``served_from_cache``:
+        hits / (hits + misses + builds); ``vec_isa``: how the CPU vector ISA was settled
+        (:func:`~rlsweep.toggles.compile.prepare_vec_isa`): "cached" (a verdict from an earlier job),
+        "probed", "user" (TORCHINDUCTOR_VEC_ISA_OK) or None.
         """
         if self._cache_at_install is None:
             return None
@@ -348,10 +349,7 @@ class CompileStats:
         looked_up = hits + built
         state = None if not looked_up else "warm" if not built else "cold" if not hits else "partial"
         return {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), **counts, "state": state,
-                "served_from_cache": round(hits / looked_up, 4) if looked_up else None,
-                # how the CPU vector ISA was settled (toggles.compile.prepare_vec_isa): "cached"
-                # (a verdict from an earlier job), "probed", "user" (TORCHINDUCTOR_VEC_ISA_OK) or None
-                "vec_isa": self.vec_isa}
+                "served_from_cache": round(hits / looked_up, 4) if looked_up else None, "vec_isa": self.vec_isa}
 
     def summary(self, mode: str) -> dict[str, Any]:
         """The record's ``compile`` section (its fields: docs/reference/record.md).
@@ -366,8 +364,7 @@ class CompileStats:
             "cache": self.cache_summary(),
             "mode": mode,
             "compile_s": round(self.total_compile_s(), 6),
-            "graph_breaks": sum(v.graph_breaks for v in self.functions.values()),
-            "recompiles": sum(v.recompiles for v in self.functions.values()),
-            "cudagraph_skips": sum(v.cudagraph_skips for v in self.functions.values()),
+            **{k: sum(getattr(v, k) for v in self.functions.values())
+               for k in ("graph_breaks", "recompiles", "cudagraph_skips")},
             "per_function": per_fn,
         }

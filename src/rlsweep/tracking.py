@@ -351,9 +351,8 @@ class Tracker:
 
     def preempted(self) -> None:
         """Flush and close the run now: the job is about to be requeued (the same id continues)."""
-        if self.run is not None:
-            self._call("mark_preempting", lambda run: run.mark_preempting())
-            self.finish(failed=True)
+        self._call("mark_preempting", lambda run: run.mark_preempting())  # no run: both do nothing
+        self.finish(failed=True)
 
     def finish(self, failed: bool) -> None:
         if not self._call("finish", lambda run: run.finish(exit_code=1 if failed else 0)):

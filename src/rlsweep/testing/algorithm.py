@@ -325,9 +325,11 @@ class AlgorithmContract:
         return _OBSERVED[key]
 
     def _on_and_off(self, toggle: str) -> tuple[Effect, _Observed, _Observed]:
-        """The toggle's effect, and the tiny job observed with it on and with every toggle off."""
-        effect = EFFECTS[toggle]
-        return effect, self._observed(_on(toggle), effect.record_ops), self._observed((), effect.record_ops)
+        """The toggle's effect, and the tiny job observed with it on (as its class says) and with every toggle off."""
+        from rlsweep.toggles import TOGGLES
+
+        effect, on = EFFECTS[toggle], tuple(next(t for t in TOGGLES if t.name == toggle).on)
+        return effect, self._observed(on, effect.record_ops), self._observed((), effect.record_ops)
 
     @pytest.mark.slow
     def test_learns(self) -> None:
@@ -347,13 +349,6 @@ class AlgorithmContract:
 
 #: the contract's observed tiny jobs and their final parameters, by (algorithm, overrides, record_ops)
 _OBSERVED: dict[tuple[Any, ...], _Observed] = {}
-
-
-def _on(toggle: str) -> tuple[str, ...]:
-    """The overrides that turn ``toggle`` on (its class says)."""
-    from rlsweep.toggles import TOGGLES
-
-    return tuple(next(t for t in TOGGLES if t.name == toggle).on)
 
 
 def _interrupt_at(iteration: int) -> Callable[[dict, int], None]:

@@ -124,17 +124,12 @@ def _vec_isa_key() -> str:
     from torch._inductor import cpp_builder
 
     flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
     compiler = cpp_builder.get_cpp_compiler()
-    try:
+    with contextlib.suppress(OSError):
         st = Path(compiler).resolve().stat()
         compiler += f" {st.st_size} {st.st_mtime_ns}"
-    except OSError:
-        pass
     blob = "\n".join((platform.machine(), " ".join(sorted(flags.split())), compiler, torch.__version__,
                       str(torch.version.git_version)))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
