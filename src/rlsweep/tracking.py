@@ -132,8 +132,7 @@ def scrub(value: Any, secrets: list[str] | None = None) -> Any:
         return value
     if isinstance(value, str):
         for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
+            value = value.replace(secret, REDACTED)
         return value
     if isinstance(value, dict):
         return {scrub(k, secrets): scrub(v, secrets) for k, v in value.items()}
@@ -303,8 +302,9 @@ class Tracker:
 
             self.run = wandb.init(
                 mode=self.mode,
-                **scrub({"project": self.settings.project, "entity": self.settings.entity, "group": group,
-                         "name": name, "tags": list(tags), "config": config}),
+                # the values only: a key scrubbed would be an unknown argument
+                **dict(zip(("project", "entity", "group", "name", "tags", "config"),
+                           scrub([self.settings.project, self.settings.entity, group, name, list(tags), config]))),
                 job_type=job_type,
                 id=run_id,
                 resume="allow",
