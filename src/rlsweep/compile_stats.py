@@ -1,13 +1,8 @@
 """Per-function compile accounting: compile time, graph breaks, recompiles and CUDA-graph skips, with reasons.
 
-Each compiled function is wrapped so that dynamo's start/end compile callbacks know which function
-runs; a call during which anything compiled counts, whole (lazy backward included), as compile time.
-The reasons are what ``TORCH_LOGS=graph_breaks,recompiles`` would print, read from dynamo's
-structured records instead, with nothing logged: graph breaks from
-``torch._dynamo.utils.graph_break_reasons``; recompiles, and frames whose compilation gave up so
-that they run eagerly, from ``get_compilation_metrics()`` (matched to a function by frame id);
-CUDA-graph skips of the CUDA-graph modes from inductor's ``cudagraph_skips`` counter and its
-``cudagraphs`` log messages (on a CPU every graph is skipped, without a message).
+A wrapped function's call during which anything compiled counts, whole, as compile time. The reasons
+are what ``TORCH_LOGS=graph_breaks,recompiles`` would print, read from dynamo's structured records
+(``graph_break_reasons``, ``get_compilation_metrics()``) and inductor's ``cudagraphs`` log, unlogged.
 """
 
 from __future__ import annotations
@@ -41,11 +36,8 @@ _MORE_DETAILS = re.compile(r"For more details about this graph break, please vis
 
 
 def _clip(text: Any, limit: int = MAX_REASON_CHARS) -> str:
-    """One line of at most ``limit`` characters: whitespace runs collapsed, '…' when cut.
-
-    Dynamo's graph-break messages end in a "Developer debug context" (tracer internals) and a
-    "For more details ... visit: <url>" line: the first is dropped, the second kept as "(<url>)".
-    """
+    """One line of at most ``limit`` characters, '…' when cut; dynamo's "Developer debug context" is
+    dropped and its "For more details ... visit: <url>" kept as "(<url>)"."""
     text = _MORE_DETAILS.sub(r"(\1)", _DEBUG_CONTEXT.sub(" ", str(text)))
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -83,16 +75,15 @@ class FunctionCompileStats:
         return out
 
 
+def _counters() -> Any:
+    """dynamo's process-wide counters (imported late: see above)."""
+    from torch._dynamo.utils import counters
+
+    return counters
+
+
 def _graph_break_count() -> int:
-    from torch._dynamo.utils import counters
-
-    return sum(counters["graph_break"].values())
-
-
-def _cudagraph_skip_count() -> int:
-    from torch._dynamo.utils import counters
-
-    return counters["inductor"]["cudagraph_skips"]
+    return sum(_counters()["graph_break"].values())
 
 
 class _CudagraphSkipLog(logging.Handler):
@@ -103,9 +94,7 @@ class _CudagraphSkipLog(logging.Handler):
         self.owner = owner
 
     def emit(self, record: logging.LogRecord) -> None:
-        name = self.owner._current or "<other>"
-        self.owner.functions.setdefault(name, FunctionCompileStats()).add_reason(
-            "cudagraph_skip", {"reason": _clip(record.getMessage())})
+        self.owner._stats().add_reason("cudagraph_skip", {"reason": _clip(record.getMessage())})
 
 
 #: inductor's and AOT-autograd's cache counters: (record key, counter group, counter name)
@@ -116,8 +105,7 @@ _CACHE_COUNTERS = (("fxgraph_hits", "inductor", "fxgraph_cache_hit"), ("fxgraph_
 
 
 def _cache_counts() -> dict[str, Any]:
-    from torch._dynamo.utils import counters
-
+    counters = _counters()
     return {**{key: counters[group][name] for key, group, name in _CACHE_COUNTERS}, **_BUILDS}
 
 
@@ -193,6 +181,10 @@ class CompileStats:
         self._cache_at_install: dict[str, int] | None = None
         self.vec_isa: str | None = None  # see cache_summary
 
+    def _stats(self, name: str | None = None) -> FunctionCompileStats:
+        """The stats of ``name`` (default: the wrapped function running now), created on first use."""
+        return self.functions.setdefault(name or self._current or "<other>", FunctionCompileStats())
+
     # dynamo callbacks ------------------------------------------------------------------------
     def _on_start(self, args: Any = None) -> None:
         from torch._dynamo.utils import graph_break_reasons
@@ -206,7 +198,7 @@ class CompileStats:
 
         self.events += 1
         name = self._current or "<other>"
-        stats = self.functions.setdefault(name, FunctionCompileStats())
+        stats = self._stats(name)
         stats.compilations += 1
         compile_id = str(getattr(args, "compile_id", "0/0"))
         # the backward of a frame compiles lazily under the forward's compile id: not a recompile
@@ -244,7 +236,8 @@ class CompileStats:
             if co_name:
                 self._frame_code[frame] = (co_name, getattr(m, "co_filename", None), getattr(m, "co_firstlineno", None))
             code = self._frame_code.get(frame)
-            stats = self.functions.setdefault(name, FunctionCompileStats())
+            co_name, co_file, co_line = code or (None, None, None)
+            stats = self._stats(name)
             recompile_reason = getattr(m, "recompile_reason", None)
             if recompile_reason:
                 if str(getattr(m, "compile_id", "")) not in self._dynamo_ids:  # gave up before the callbacks ran
@@ -253,7 +246,7 @@ class CompileStats:
                     "recompile",
                     {
                         "reason": _clip(_COMPILE_ID_PREFIX.sub("", str(recompile_reason))),
-                        "frame": f"{code[0]} ({code[1]}:{code[2]})" if code else None,
+                        "frame": f"{co_name} ({co_file}:{co_line})" if code else None,
                     },
                 )
             fail_reason = getattr(m, "fail_reason", None)
@@ -267,9 +260,9 @@ class CompileStats:
                     "graph_break",
                     {
                         "reason": _clip(SKIPPED_PREFIX + str(fail_reason)),
-                        "file": getattr(m, "fail_user_frame_filename", None) or (code[1] if code else None),
-                        "line": getattr(m, "fail_user_frame_lineno", None) or (code[2] if code else None),
-                        "function": code[0] if code else None,
+                        "file": getattr(m, "fail_user_frame_filename", None) or co_file,
+                        "line": getattr(m, "fail_user_frame_lineno", None) or co_line,
+                        "function": co_name,
                     },
                 )
 
@@ -310,32 +303,25 @@ class CompileStats:
         compiling had to wait for, e.g. the vector-ISA probe).
         """
         self.install()
-        self.functions.setdefault(name, FunctionCompileStats())
-        stats_owner = self
+        stats = self._stats(name)
         pending = [before_first_call] if before_first_call is not None else []
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            events = stats_owner.events
-            stats_owner._current = name
+            events, skips = self.events, _counters()["inductor"]["cudagraph_skips"] if cudagraphs else 0
+            self._current = name
             t0 = time.perf_counter()
             while pending:
                 pending.pop()()
             out = compiled(*args, **kwargs)
-            if stats_owner.events != events:
-                stats_owner.functions[name].compile_s += time.perf_counter() - t0
+            if self.events != events:
+                stats.compile_s += time.perf_counter() - t0
+            if cudagraphs:
+                stats.cudagraph_skips += max(0, _counters()["inductor"]["cudagraph_skips"] - skips)
             return out
 
-        def call_counting_skips(*args: Any, **kwargs: Any) -> Any:
-            skips = _cudagraph_skip_count()
-            out = call(*args, **kwargs)
-            if (new := _cudagraph_skip_count() - skips) > 0:
-                stats_owner.functions[name].cudagraph_skips += new
-            return out
-
-        wrapper = call_counting_skips if cudagraphs else call
-        wrapper.__wrapped__ = compiled  # type: ignore[attr-defined]
-        wrapper.__name__ = f"compiled_{name}"
-        return wrapper
+        call.__wrapped__ = compiled  # type: ignore[attr-defined]
+        call.__name__ = f"compiled_{name}"
+        return call
 
     def all_compiled(self) -> bool:
         """Whether every wrapped function has compiled at least once."""
@@ -345,11 +331,12 @@ class CompileStats:
         return sum(v.compile_s for v in self.functions.values())
 
     def cache_summary(self) -> dict[str, Any] | None:
-        """What the on-disk caches served and what this job built (the record's ``compile.cache``).
-
-        ``state``: ``warm`` (every look-up hit and nothing was built), ``cold`` (nothing hit), ``partial``
-        or None (nothing compiled); ``served_from_cache``: hits / (hits + misses + builds). None when
-        nothing was compiled through these stats.
+        """What the on-disk caches served and what this job built (the record's ``compile.cache``); None when
+        nothing was compiled through these stats. ``state``: ``warm`` (every look-up hit and nothing was
+        built), ``cold`` (nothing hit), ``partial`` or None (nothing compiled); ``served_from_cache``:
+        hits / (hits + misses + builds); ``vec_isa``: how the CPU vector ISA was settled
+        (:func:`~rlsweep.toggles.compile.prepare_vec_isa`): "cached" (a verdict from an earlier job),
+        "probed", "user" (TORCHINDUCTOR_VEC_ISA_OK) or None.
         """
         if self._cache_at_install is None:
             return None
@@ -362,10 +349,7 @@ class CompileStats:
         looked_up = hits + built
         state = None if not looked_up else "warm" if not built else "cold" if not hits else "partial"
         return {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), **counts, "state": state,
-                "served_from_cache": round(hits / looked_up, 4) if looked_up else None,
-                # how the CPU vector ISA was settled (toggles.compile.prepare_vec_isa): "cached"
-                # (a verdict from an earlier job), "probed", "user" (TORCHINDUCTOR_VEC_ISA_OK) or None
-                "vec_isa": self.vec_isa}
+                "served_from_cache": round(hits / looked_up, 4) if looked_up else None, "vec_isa": self.vec_isa}
 
     def summary(self, mode: str) -> dict[str, Any]:
         """The record's ``compile`` section (its fields: docs/reference/record.md).
@@ -380,8 +364,7 @@ class CompileStats:
             "cache": self.cache_summary(),
             "mode": mode,
             "compile_s": round(self.total_compile_s(), 6),
-            "graph_breaks": sum(v.graph_breaks for v in self.functions.values()),
-            "recompiles": sum(v.recompiles for v in self.functions.values()),
-            "cudagraph_skips": sum(v.cudagraph_skips for v in self.functions.values()),
+            **{k: sum(getattr(v, k) for v in self.functions.values())
+               for k in ("graph_breaks", "recompiles", "cudagraph_skips")},
             "per_function": per_fn,
         }

@@ -10,6 +10,7 @@ redacted from everything the job writes (:func:`scrub`).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -45,21 +46,13 @@ _WANDB_ENV_MODES: dict[str, str | None] = {
 
 @dataclass(frozen=True)
 class WandbSettings:
-    """Where and how a job logs to W&B, after the config and W&B's environment variables.
+    """Where and how a job logs to W&B, after the config and W&B's environment variables."""
 
-    Attributes:
-        mode: offline | online | disabled.
-        project: The W&B project.
-        entity: The W&B entity (None: the account's default one).
-        dir: The folder W&B writes under (runs go to ``<dir>/wandb/``); None: the job's own folder.
-        mode_source: What chose the mode: ``logger.mode``, ``WANDB_MODE`` or ``default``.
-    """
-
-    mode: str
+    mode: str  # offline | online | disabled
     project: str
-    entity: str | None
-    dir: str | None
-    mode_source: str
+    entity: str | None  # None: the account's default one
+    dir: str | None  # the folder W&B writes under (runs go to <dir>/wandb/); None: the job's own folder
+    mode_source: str  # what chose the mode: logger.mode, WANDB_MODE or default
 
 
 def resolved_logger(cfg: LoggerConfig, environ: Mapping[str, str] | None = None) -> WandbSettings:
@@ -139,8 +132,7 @@ def scrub(value: Any, secrets: list[str] | None = None) -> Any:
         return value
     if isinstance(value, str):
         for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
+            value = value.replace(secret, REDACTED)
         return value
     if isinstance(value, dict):
         return {scrub(k, secrets): scrub(v, secrets) for k, v in value.items()}
@@ -262,8 +254,6 @@ def check_offline_run(run_dir: str | Path, run_id: str) -> str | None:
 
 def _internal_errors(run_dir: str | Path) -> list[str]:
     """ERROR lines of wandb-core's log for this run (when the log itself could be written)."""
-    import json
-
     out = []
     try:
         lines = (Path(run_dir) / "logs" / "debug-internal.log").read_text(errors="replace").splitlines()
@@ -307,19 +297,15 @@ class Tracker:
         self.mode = self.settings.mode
         if self.mode == "disabled":
             return
-        secrets = secret_values()
         try:
             import wandb
 
             self.run = wandb.init(
                 mode=self.mode,
-                project=scrub(self.settings.project, secrets),
-                entity=scrub(self.settings.entity, secrets),
-                group=scrub(group, secrets),
+                # the values only: a key scrubbed would be an unknown argument
+                **dict(zip(("project", "entity", "group", "name", "tags", "config"),
+                           scrub([self.settings.project, self.settings.entity, group, name, list(tags), config]))),
                 job_type=job_type,
-                name=scrub(name, secrets),
-                tags=scrub(list(tags), secrets),
-                config=scrub(config, secrets),
                 id=run_id,
                 resume="allow",
                 dir=self.settings.dir or str(output_dir),
@@ -365,9 +351,8 @@ class Tracker:
 
     def preempted(self) -> None:
         """Flush and close the run now: the job is about to be requeued (the same id continues)."""
-        if self.run is not None:
-            self._call("mark_preempting", lambda run: run.mark_preempting())
-            self.finish(failed=True)
+        self._call("mark_preempting", lambda run: run.mark_preempting())  # no run: both do nothing
+        self.finish(failed=True)
 
     def finish(self, failed: bool) -> None:
         if not self._call("finish", lambda run: run.finish(exit_code=1 if failed else 0)):

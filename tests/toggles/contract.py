@@ -18,12 +18,10 @@ import pytest
 import torch
 from helpers import compose_cfg, params_of, tiny_cfg
 
-from rlsweep.algos import algorithm_class
-from rlsweep.envs import make_envs
-from rlsweep.runner import seed_everything, train
+from rlsweep.runner import train
+from rlsweep.testing.algorithm import initial_parameters
 from rlsweep.testing.toggles import EFFECTS, Effect, Observation, global_state, observe
-from rlsweep.timing import PhaseTimer
-from rlsweep.toggles import Toggle, applied_toggles
+from rlsweep.toggles import Toggle
 from rlsweep.tracking import flatten
 
 #: the Atari PPO job (the Nature CNN on Breakout frames, a tiny budget) has no algorithm contract of its
@@ -36,19 +34,6 @@ def reference_params(algo: str, *overrides: str) -> tuple[int, int, dict[str, to
     """(env_steps, updates, parameters) of a tiny all-off run, shared by every toggle's test."""
     out = baseline_observation(algo, False).outcome if not overrides else train(tiny_cfg(algo, *overrides))
     return out.env_steps, out.updates, params_of(out.algo)
-
-
-def initial_params(algo: str) -> dict[str, torch.Tensor]:
-    """Parameters of the tiny all-off config right after construction (before any update)."""
-    cfg = tiny_cfg(algo)
-    device = torch.device("cpu")
-    with applied_toggles(cfg, device) as (rt, _):
-        seed_everything(cfg.seed)
-        envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
-        try:
-            return params_of(algorithm_class(cfg.algo._target_)(cfg, envs, rt, PhaseTimer(device)))
-        finally:
-            envs.close()
 
 
 @functools.cache
@@ -122,7 +107,7 @@ class ToggleContract:
         other_seed = reference_params(algo, "seed=1")[2]
         assert any(not torch.equal(p0[k], v) for k, v in other_seed.items()), (
             "a different seed must give different parameters, or this comparison proves nothing")
-        self.effect.assert_keeps_the_numbers(p1, p0, lambda: initial_params(algo))
+        self.effect.assert_keeps_the_numbers(p1, p0, lambda: initial_parameters(tiny_cfg(algo)))
 
     def test_works_with_compile(self) -> None:
         out = train(tiny_cfg("ppo", *self.on, "compile=default"))

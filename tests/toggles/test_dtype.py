@@ -3,9 +3,10 @@ import torch
 from helpers import params_of, tiny_cfg
 
 from rlsweep.runner import train
+from rlsweep.testing.algorithm import initial_parameters
 from rlsweep.toggles.dtype import DtypeToggle
 
-from .contract import ToggleContract, initial_params
+from .contract import ToggleContract
 
 
 class TestDtype(ToggleContract):
@@ -15,7 +16,7 @@ class TestDtype(ToggleContract):
 def test_bfloat16_in_the_single_graph_update_of_sac() -> None:
     """The bench runs SAC with bfloat16 AND its compiled one-graph update where bfloat16 matmuls are
     native: the compiled step must train like the eager bfloat16 step (autograd + torch.optim)."""
-    init = initial_params("sac")
+    init = initial_parameters(tiny_cfg("sac"))
     eager = train(tiny_cfg("sac", "dtype=bfloat16"))
     compiled = train(tiny_cfg("sac", "dtype=bfloat16", "compile=default", "compile.functions=[update]"))
     assert compiled.algo.update.single_graph and not eager.algo.update.single_graph

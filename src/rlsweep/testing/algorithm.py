@@ -44,6 +44,26 @@ def parameters(algo: Any) -> dict[str, Any]:
             for name, module in algo.modules().items() for k, v in module.state_dict().items()}
 
 
+def initial_parameters(cfg: Any) -> dict[str, Any]:
+    """The parameters of ``cfg``'s networks as built on the CPU, before any update (as :func:`parameters`)."""
+    import torch
+
+    from rlsweep.algos import algorithm_class
+    from rlsweep.envs import make_envs
+    from rlsweep.runner import seed_everything
+    from rlsweep.timing import PhaseTimer
+    from rlsweep.toggles import applied_toggles
+
+    device = torch.device("cpu")
+    with applied_toggles(cfg, device) as (rt, _):
+        seed_everything(cfg.seed)
+        envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
+        try:
+            return parameters(algorithm_class(cfg.algo._target_)(cfg, envs, rt, PhaseTimer(device)))
+        finally:
+            envs.close()
+
+
 def assert_seeds_together_are_seeds_alone(cfg: Any, seeds: Sequence[int]) -> None:
     """``cfg``'s job trained for ``seeds`` together (``seeds_per_job``) and for each seed alone: the same
     env steps, updates and episodes, networks within float tolerance (the grouped step is vectorised,
@@ -291,7 +311,7 @@ class AlgorithmContract:
         other_seed = self._observed(("seed=1",), False)[1]
         assert any(not torch.equal(p_off[k], v) for k, v in other_seed.items()), (
             "a different seed must give different parameters, or this comparison proves nothing")
-        effect.assert_keeps_the_numbers(p_on, p_off, self._initial_parameters)
+        effect.assert_keeps_the_numbers(p_on, p_off, lambda: initial_parameters(self.cfg()))
 
     def _observed(self, overrides: tuple[str, ...], record_ops: bool) -> _Observed:
         """The tiny job with ``overrides``, observed, and its final parameters: once per class, shared by
@@ -305,28 +325,11 @@ class AlgorithmContract:
         return _OBSERVED[key]
 
     def _on_and_off(self, toggle: str) -> tuple[Effect, _Observed, _Observed]:
-        """The toggle's effect, and the tiny job observed with it on and with every toggle off."""
-        effect = EFFECTS[toggle]
-        return effect, self._observed(_on(toggle), effect.record_ops), self._observed((), effect.record_ops)
+        """The toggle's effect, and the tiny job observed with it on (as its class says) and with every toggle off."""
+        from rlsweep.toggles import TOGGLES
 
-    def _initial_parameters(self) -> dict[str, Any]:
-        """The networks' parameters as built, before any update."""
-        import torch
-
-        from rlsweep.algos import algorithm_class
-        from rlsweep.envs import make_envs
-        from rlsweep.runner import seed_everything
-        from rlsweep.timing import PhaseTimer
-        from rlsweep.toggles import applied_toggles
-
-        cfg = self.cfg()
-        with applied_toggles(cfg, torch.device("cpu")) as (rt, _):
-            seed_everything(cfg.seed)
-            envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
-            try:
-                return parameters(algorithm_class(cfg.algo._target_)(cfg, envs, rt, PhaseTimer(torch.device("cpu"))))
-            finally:
-                envs.close()
+        effect, on = EFFECTS[toggle], tuple(next(t for t in TOGGLES if t.name == toggle).on)
+        return effect, self._observed(on, effect.record_ops), self._observed((), effect.record_ops)
 
     @pytest.mark.slow
     def test_learns(self) -> None:
@@ -346,13 +349,6 @@ class AlgorithmContract:
 
 #: the contract's observed tiny jobs and their final parameters, by (algorithm, overrides, record_ops)
 _OBSERVED: dict[tuple[Any, ...], _Observed] = {}
-
-
-def _on(toggle: str) -> tuple[str, ...]:
-    """The overrides that turn ``toggle`` on (its class says)."""
-    from rlsweep.toggles import TOGGLES
-
-    return tuple(next(t for t in TOGGLES if t.name == toggle).on)
 
 
 def _interrupt_at(iteration: int) -> Callable[[dict, int], None]:

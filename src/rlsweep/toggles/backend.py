@@ -81,29 +81,24 @@ class BackendToggle(Toggle):
             return "partly not applicable: TF32 and the cuDNN autotuner act on CUDA only; threads set"
         return None
 
+    @staticmethod
+    def _set(matmul_precision: str, cudnn_benchmark: bool, num_threads: int) -> None:
+        import torch
+
+        torch.set_float32_matmul_precision(matmul_precision)
+        torch.backends.cudnn.benchmark = cudnn_benchmark
+        torch.set_num_threads(num_threads)
+
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
         import torch
 
-        self._saved = (
-            torch.get_float32_matmul_precision(),
-            torch.backends.cudnn.benchmark,
-            torch.get_num_threads(),
-        )
-        v = self.value(cfg)
-        torch.set_float32_matmul_precision(v["matmul_precision"])
-        torch.backends.cudnn.benchmark = v["cudnn_benchmark"]
-        torch.set_num_threads(v["num_threads"])
+        self._saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark, torch.get_num_threads())
+        self._set(**self.value(cfg))
 
     def restore(self) -> None:
-        if self._saved is None:
-            return
-        import torch
-
-        precision, benchmark, threads = self._saved
-        torch.set_float32_matmul_precision(precision)
-        torch.backends.cudnn.benchmark = benchmark
-        torch.set_num_threads(threads)
-        self._saved = None
+        if self._saved is not None:
+            self._set(*self._saved)
+            self._saved = None
 
     # the thread count is the machine's, not a switch: names, tags and baselines leave it out
     def _switches(self, value: Any) -> dict[str, Any]:

@@ -1,9 +1,6 @@
-"""The one interface every toggle implements: a toggle class is the single home of its switch.
+"""The one interface every toggle implements (:class:`Toggle`): a toggle class is the single home of its switch.
 
-Its config field and schema, values, off value, checks, device applicability, what it switches on
-the :class:`~rlsweep.runtime.Runtime`, and how it reads in run names and W&B tags; everything else
-derives from :data:`rlsweep.toggles.TOGGLES`. No torch import here: a typo on the command line is
-reported before torch loads.
+No torch import here: a typo on the command line is reported before torch loads.
 """
 
 from __future__ import annotations

@@ -91,18 +91,13 @@ def claim_cache_env() -> None:
     """Set TORCHINDUCTOR_CACHE_DIR to rlsweep's folder when the user has not set it, before anything
     compiles: inductor then never falls back to /tmp in this process, in its compile workers, or in
     the job processes a launcher starts from it (they inherit the environment)."""
-    if not os.environ.get("TORCHINDUCTOR_CACHE_DIR") or _set_by_torch(os.environ["TORCHINDUCTOR_CACHE_DIR"]):
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = rlsweep_cache_dir()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = compile_cache_dir(None)
 
 
 @contextlib.contextmanager
 def inductor_cache_at(cache_dir: str) -> Iterator[None]:
-    """Every file inductor writes goes under ``cache_dir`` while inside.
-
-    TORCHINDUCTOR_CACHE_DIR moves the FX-graph, AOT-autograd and kernel caches, but inductor fixes
-    the folder of its precompiled C++ headers (``cpp_wrapper``) at import, under /tmp: it is moved
-    here too, into ``<cache_dir>/precompiled_headers``.
-    """
+    """Every file inductor writes goes under ``cache_dir`` while inside: TORCHINDUCTOR_CACHE_DIR, and
+    the precompiled C++ headers' folder (``cpp_wrapper``), which inductor fixes at import, under /tmp."""
     from torch._inductor import codecache
 
     saved = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR)
@@ -129,17 +124,12 @@ def _vec_isa_key() -> str:
     from torch._inductor import cpp_builder
 
     flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
     compiler = cpp_builder.get_cpp_compiler()
-    try:
+    with contextlib.suppress(OSError):
         st = Path(compiler).resolve().stat()
         compiler += f" {st.st_size} {st.st_mtime_ns}"
-    except OSError:
-        pass
     blob = "\n".join((platform.machine(), " ".join(sorted(flags.split())), compiler, torch.__version__,
                       str(torch.version.git_version)))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
@@ -241,12 +231,11 @@ class CompileToggle(Toggle):
         errors = super().validate(cfg)
         c = cfg.compile
         if c.mode == "none":
+            hint = " (choose a compile mode, e.g. compile=default)"
             why = {"fullgraph": "fullgraph only means something when compiling",
                    "dynamic": "dynamic shapes only mean something when compiling",
-                   "cpp_wrapper": "the C++ wrapper is part of a compiled graph (choose a compile mode, e.g. "
-                                  "compile=default)",
-                   "skip_guards_after_warmup": "there are no compiled guards to skip (choose a compile mode, e.g. "
-                                               "compile=default)"}
+                   "cpp_wrapper": "the C++ wrapper is part of a compiled graph" + hint,
+                   "skip_guards_after_warmup": "there are no compiled guards to skip" + hint}
             errors += [f"compile.{key}=true conflicts with compile=none: {reason}"
                        for key, reason in why.items() if getattr(c, key)]
         unknown = [f for f in c.functions if f not in COMPILED_FUNCTIONS]
