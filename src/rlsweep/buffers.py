@@ -16,17 +16,9 @@ import numpy as np
 
 
 class ReplayBuffer:
-    def __init__(
-        self,
-        capacity: int,
-        num_envs: int,
-        obs_shape: tuple[int, ...],
-        action_shape: tuple[int, ...],
-        action_dtype: type | np.dtype,
-        seed: int,
-        obs_dtype: type | np.dtype = np.float32,
-        store_next_obs: bool = True,
-    ) -> None:
+    def __init__(self, capacity: int, num_envs: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
+                 action_dtype: type | np.dtype, seed: int, obs_dtype: type | np.dtype = np.float32,
+                 store_next_obs: bool = True) -> None:
         self.capacity = max(1, capacity // num_envs) * num_envs
         self.num_envs = num_envs
         self.store_next_obs = store_next_obs

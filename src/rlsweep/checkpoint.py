@@ -1,11 +1,9 @@
 """Checkpoints: everything a job needs to continue exactly where it stopped.
 
-Networks, optimizers, algorithm state, the environments themselves (synchronous vector envs are
-pickled whole, so a resumed job sees the same episodes), RNG states, the timers and the runner's
-counters, in one file written atomically: a magic line, a JSON header line, then the torch.save
-payload. The header gives the payload's length and sha256 (a truncated or corrupted file is
-recognised before torch unpickles anything), the digest of the config it is for (no other job uses
-it) and the ``history`` of the code (git commit) each of the job's attempts ran on.
+Networks, optimizers, algorithm state, the (synchronous) envs pickled whole, RNG states, timers and
+the runner's counters, in one file written atomically: a magic line, a JSON header line (the
+payload's length and sha256, checked before torch unpickles anything; the config's digest; the code
+``history`` of the job's attempts), then the torch.save payload.
 """
 
 from __future__ import annotations

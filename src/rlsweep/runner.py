@@ -69,8 +69,7 @@ class TrainOutcome:
     device: str
     requeues: int = 0
     resumed_at_env_steps: list[int] = field(default_factory=list)
-    # the state the job started in: "process" is "fresh" for the first training run of its
-    # process (which pays the process's warm-up), else "warm"; see rlsweep.prepare
+    # "process": "fresh" for its process's first training run (which pays the warm-up), else "warm"
     measurement: dict[str, Any] = field(default_factory=dict)
     # seeds_per_job: the seeds trained in this process with this one (None: it trained alone)
     group: dict[str, Any] | None = None

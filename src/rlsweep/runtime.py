@@ -167,11 +167,9 @@ class Runtime:
         return t if self.seeds == 1 else t.repeat_interleave(envs_per_seed, 0)
 
     def check_finite(self, loss: torch.Tensor, update: int) -> None:
-        """Stop a seed whose ``loss`` (one per seed last, or a scalar) is NaN or infinite; one host sync.
-
-        Raises :class:`NonFiniteLossError` for one seed; with several it marks the seed failed (the
-        others train on) and raises once every seed has failed.
-        """
+        """Stop a seed whose ``loss`` (one per seed last, or a scalar) is NaN or infinite, with one host sync:
+        raises :class:`NonFiniteLossError` for one seed; with several it marks the seed failed (the others
+        train on) and raises once every seed has failed."""
         if self.seeds == 1:
             return check_finite(loss, update)
         for k, ok in enumerate(torch.isfinite(loss).reshape(-1, self.seeds).all(0).tolist()):
@@ -242,10 +240,8 @@ class Runtime:
         return Policy(self, timer, modules, forward, obs_dtype)
 
     def update(self, step: Callable[..., Any], modules: Any, optimizers: Any, name: str = "update") -> Update:
-        """The gradient step ``step`` (which calls :meth:`minimize`), taken as the toggles say: :mod:`rlsweep.update`.
-
-        ``modules`` hold every parameter the ``optimizers`` optimize; ``name`` is for ``compile.functions``.
-        """
+        """The gradient step ``step`` (which calls :meth:`minimize`), taken as the toggles say (:mod:`rlsweep.update`);
+        ``modules`` hold every parameter the ``optimizers`` optimize, ``name`` is for ``compile.functions``."""
         update = Update(self, step, modules, optimizers, name)
         self.updates.append(update)  # their GradScalers go into the job's checkpoint, in this order
         return update

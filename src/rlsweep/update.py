@@ -205,10 +205,8 @@ class Update:
                 params = [frozen[n] for n in names[start:end]]
             _STEPS[type(optimizer)](params, grad_list[start:end], state, hyper, lr)
             start = end
-        if has_aux:
-            loss, aux = out
-            return loss.detach(), aux
-        return out.detach()
+        loss, aux = out if has_aux else (out, None)
+        return (loss.detach(), aux) if has_aux else loss.detach()
 
     def _refresh(self, index: int) -> None:
         """Bring ``self._bound[index]`` up to date with optimizer ``index``: (groups, learning rates, state).

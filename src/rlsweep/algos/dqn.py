@@ -163,10 +163,10 @@ class DQN(Algorithm):
         # then one (seeds, batch, ...) argument of the step, vmapped over the seeds
         batches = self.buffer.sample(a.batch_size, a.gradient_steps)
         dev = self.to_device(batches, self.obs_dtype)
-        t = timer.start()
-        next_q_target = self._next_q_target(dev["next_obs"])
-        timer.stop("update", t)
         step_dim = 0 if self.rt.seeds == 1 else 1
+        t = timer.start()
+        next_q_target = self._next_q_target(dev["next_obs"], step_dim)
+        timer.stop("update", t)
         steps = zip(*(x.unbind(step_dim) for x in (dev["obs"], dev["actions"], dev["rewards"], dev["next_obs"],
                                                      next_q_target, dev["terminated"])), strict=True)
         for obs, actions, rewards, next_obs_b, next_q, terminated in steps:
@@ -184,10 +184,9 @@ class DQN(Algorithm):
             self._target_synced_at_update = self.updates
 
     @torch.no_grad()
-    def _next_q_target(self, next_obs: torch.Tensor) -> torch.Tensor:
+    def _next_q_target(self, next_obs: torch.Tensor, step_dim: int) -> torch.Tensor:
         """The target network's Q-values of a whole burst's next observations, in chunks of whole steps'
         batches of ~512 rows per seed: activations stay in cache (docs/results/profiling.md)."""
-        step_dim = 0 if self.rt.seeds == 1 else 1
         batch = next_obs.shape[step_dim + 1]
         parts = next_obs.split(max(1, _TARGET_CHUNK_ROWS // batch), dim=step_dim)
         with self.rt.autocast():
