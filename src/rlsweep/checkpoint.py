@@ -218,7 +218,7 @@ def restore(payload: dict[str, Any], algo: Any) -> None:
         o.load_state_dict(payload["optimizers"][k])
         for group, lr in zip(o.param_groups, held, strict=True):
             if isinstance(lr, torch.Tensor):  # a schedule's tensor (PPO's, DQN's): loading replaced it
-                group["lr"] = lr.copy_(group["lr"])
+                group["lr"] = lr.fill_(group["lr"])
     algo.load_extra_state(payload["algo_extra"])
     for update, scaler in zip(algo.rt.updates, payload.get("grad_scalers", ()), strict=False):
         if update.scaler is not None and scaler is not None:
