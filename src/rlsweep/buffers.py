@@ -1,14 +1,10 @@
 """A host-memory replay buffer (numpy), sampled with its own seeded generator.
 
-Replay lives on the host on purpose: buffers outgrow device memory, and the host->device copy
-of every sampled batch is exactly where ``pin_memory``/``non_blocking`` act.
-
-Observations are stored in their own dtype (Atari frames stay uint8, a quarter of float32's
-bytes) and scaled on the device by the network. With ``store_next_obs=False`` each is stored
-once: a transition's next observation is the one stored a vector step later for the same env,
-except where an episode ended (its real last observation is kept apart) and for the latest step
-(kept until the next comes). Sampling returns exactly what the full buffer would, at half the
-memory (docs/guide/atari.md).
+Replay lives on the host: buffers outgrow device memory, and each sampled batch's copy is where
+``pin_memory``/``non_blocking`` act. Observations keep their dtype (Atari frames stay uint8). With
+``store_next_obs=False`` each is stored once: a transition's next observation is the one stored a
+vector step later for the same env, except where an episode ended (kept apart) and for the latest
+step. Sampling returns what the full buffer would, at half the memory (docs/guide/atari.md).
 """
 
 from __future__ import annotations
@@ -20,17 +16,9 @@ import numpy as np
 
 
 class ReplayBuffer:
-    def __init__(
-        self,
-        capacity: int,
-        num_envs: int,
-        obs_shape: tuple[int, ...],
-        action_shape: tuple[int, ...],
-        action_dtype: type | np.dtype,
-        seed: int,
-        obs_dtype: type | np.dtype = np.float32,
-        store_next_obs: bool = True,
-    ) -> None:
+    def __init__(self, capacity: int, num_envs: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
+                 action_dtype: type | np.dtype, seed: int, obs_dtype: type | np.dtype = np.float32,
+                 store_next_obs: bool = True) -> None:
         self.capacity = max(1, capacity // num_envs) * num_envs
         self.num_envs = num_envs
         self.store_next_obs = store_next_obs
@@ -81,8 +69,7 @@ class ReplayBuffer:
 
     def sample(self, batch_size: int, num_batches: int | None = None) -> dict[str, np.ndarray]:
         """``batch_size`` transitions drawn uniformly with replacement; with ``num_batches``, that many
-        independent batches stacked on a leading axis, drawn at once (one index draw and one gather per
-        field instead of one per batch: a ``rng.integers`` call has a fixed cost a small batch pays in full)."""
+        batches stacked on a leading axis, drawn at once (one index draw and one gather per field)."""
         size = batch_size if num_batches is None else (num_batches, batch_size)
         idx = self.rng.integers(0, len(self), size=size)
         return {
@@ -134,12 +121,8 @@ class ReplayBuffer:
 
 
 class SeedBuffers:
-    """One :class:`ReplayBuffer` per seed of a job that trains several (``seeds_per_job``).
-
-    ``add`` takes every seed's envs, seed by seed, and stores each seed's rows in its own buffer;
-    ``sample`` draws each seed's batches from its own buffer with its own generator and stacks them
-    on a new leading seed axis. A seed's replay is exactly what a job of that seed alone would keep.
-    """
+    """One :class:`ReplayBuffer` per seed of a job that trains several (``seeds_per_job``): ``add`` splits
+    the envs seed by seed, ``sample`` stacks each seed's batches on a new leading axis."""
 
     def __init__(self, buffers: Sequence[ReplayBuffer]) -> None:
         self.buffers = list(buffers)

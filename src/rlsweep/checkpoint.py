@@ -1,11 +1,9 @@
 """Checkpoints: everything a job needs to continue exactly where it stopped.
 
-Networks, optimizers, algorithm state, the environments themselves (synchronous vector envs are
-pickled whole, so a resumed job sees the same episodes), RNG states, the timers and the runner's
-counters, in one file written atomically: a magic line, a JSON header line, then the torch.save
-payload. The header gives the payload's length and sha256 (a truncated or corrupted file is
-recognised before torch unpickles anything), the digest of the config it is for (no other job uses
-it) and the ``history`` of the code (git commit) each of the job's attempts ran on.
+Networks, optimizers, algorithm state, the (synchronous) envs pickled whole, RNG states, timers and
+the runner's counters, in one file written atomically: a magic line, a JSON header line (the
+payload's length and sha256, checked before torch unpickles anything; the config's digest; the code
+``history`` of the job's attempts), then the torch.save payload.
 """
 
 from __future__ import annotations
@@ -70,27 +68,14 @@ def pickle_envs(envs: gym.vector.VectorEnv) -> bytes | None:
         base.env_fns = fns
 
 
-def rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 @functools.lru_cache(maxsize=16)
-def code_state(algorithm_file: str | None = None) -> dict[str, Any]:
-    """The git commit and dirty flag of rlsweep (and of the algorithm, when in another repository).
-
-    Cached: asked at every checkpoint of a job, and the code of a running process does not change.
-    """
+def code_state(algo_class: type) -> dict[str, Any]:
+    """The git commit and dirty flag of rlsweep (and of the algorithm, when in another repository);
+    cached, as the code of a running process does not change."""
+    try:
+        algorithm_file = inspect.getsourcefile(algo_class)
+    except TypeError:
+        algorithm_file = None
     return code_of(provenance(algorithm_file))
 
 
@@ -103,13 +88,6 @@ def code_of(prov: dict[str, Any]) -> dict[str, Any]:
     if code.get("algorithm"):
         out.update(algorithm_commit=code["algorithm"]["commit"], algorithm_dirty=code["algorithm"]["dirty"])
     return out
-
-
-def _algorithm_file(algo: Any) -> str | None:
-    try:
-        return inspect.getsourcefile(type(algo))
-    except TypeError:
-        return None
 
 
 def attempt_segment(attempt: int, from_env_steps: int, code: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +120,8 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         "grad_scalers": [u.scaler.state_dict() if u.scaler is not None else None for u in algo.rt.updates],
         "algo_counters": {"env_steps": algo.env_steps, "updates": algo.updates, "episodes": algo.episodes},
         "envs": pickle_envs(algo.envs),
-        "rng": rng_state(),
+        "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+                **({"cuda": torch.cuda.get_rng_state_all()} if torch.cuda.is_available() else {})},
         # each seed's own stream (rt.draw) and the seeds that stopped (seeds_per_job)
         "seed_rngs": [g.get_state() for g in algo.rt.rngs],
         "failed_seeds": dict(algo.rt.failed),
@@ -158,7 +137,7 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
     previous = read_checkpoint_header(path)
     history = previous.get("history", []) if previous and previous.get("config_digest") == digest else []
     history = [h for h in history if h.get("attempt", 0) < attempt]
-    history.append(attempt_segment(attempt, int(resumed_at[-1]) if attempt else 0, code_state(_algorithm_file(algo))))
+    history.append(attempt_segment(attempt, int(resumed_at[-1]) if attempt else 0, code_state(type(algo))))
     header = {
         "sha256": hashlib.sha256(body).hexdigest(),
         "bytes": len(body),
@@ -184,8 +163,7 @@ _OTHER_CONFIG = "written for another config"
 
 
 def _read_verified(path: Path, cfg: TrainConfig) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
-    """(header, payload bytes, None) for a whole checkpoint of ``cfg``; (None, None, why) for one that
-    must not be used; (None, None, None) when there is none."""
+    """:func:`check`'s answer, with the payload's bytes after the header."""
     if not path.is_file():
         return None, None, None
     try:
@@ -231,12 +209,16 @@ def load(path: Path, cfg: TrainConfig) -> dict[str, Any] | None:
     return payload if payload.get("config_digest") == config_digest(cfg) else None
 
 
-def restore(payload: dict[str, Any], algo: Any) -> gym.vector.VectorEnv | None:
-    """Put ``payload`` into ``algo``; returns the restored envs (None: keep the fresh ones)."""
+def restore(payload: dict[str, Any], algo: Any) -> None:
+    """Put ``payload`` into ``algo``, its pickled envs (where there are some) in place of the fresh ones."""
     for k, m in algo.modules().items():
         m.load_state_dict(payload["modules"][k])
     for k, o in algo.optimizers().items():
+        held = [g["lr"] for g in o.param_groups]
         o.load_state_dict(payload["optimizers"][k])
+        for group, lr in zip(o.param_groups, held, strict=True):
+            if isinstance(lr, torch.Tensor):  # a schedule's tensor (PPO's, DQN's): loading replaced it
+                group["lr"] = lr.fill_(group["lr"])
     algo.load_extra_state(payload["algo_extra"])
     for update, scaler in zip(algo.rt.updates, payload.get("grad_scalers", ()), strict=False):
         if update.scaler is not None and scaler is not None:
@@ -245,10 +227,16 @@ def restore(payload: dict[str, Any], algo: Any) -> gym.vector.VectorEnv | None:
     algo.env_steps, algo.updates = counters["env_steps"], counters["updates"]
     algo.episodes = [(*e, 0) if len(e) == 3 else tuple(e) for e in counters["episodes"]]  # 3: before seeds_per_job
     algo.timer.load_state_dict(payload["timer"])
-    set_rng_state(payload["rng"])
+    rng = payload["rng"]
+    torch.set_rng_state(rng["torch"])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["python"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
     for generator, state in zip(algo.rt.rngs, payload.get("seed_rngs", ()), strict=False):
         generator.set_state(state)
     algo.rt.failed = dict(payload.get("failed_seeds", {}))
-    if payload["envs"] is None:
-        return None
-    return pickle.loads(payload["envs"])
+    if payload["envs"] is not None:
+        restored = pickle.loads(payload["envs"])
+        algo.envs.close()
+        algo.envs = restored

@@ -18,16 +18,11 @@ from rlsweep.config import EnvConfig
 def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> gym.vector.VectorEnv:
     """A vector env with SAME_STEP autoreset and episode statistics, reset with ``seed``.
 
-    A list of seeds (``seeds_per_job``) splits the envs among them, seed by seed: env ``i`` of
-    seed ``s`` is seeded ``s + i``, as in a job of that seed alone.
-
-    SAME_STEP autoreset makes every step a real transition (an episode's true last observation is
-    in ``info["final_obs"]``); the default NEXT_STEP inserts a reset step whose action is ignored,
-    a fake transition in rollouts and replay buffers.
-
-    ``env.vectorization=sync`` steps the envs in this process (:class:`SameStepSyncVectorEnv`),
-    ``async`` in a process each (gymnasium's AsyncVectorEnv). With ``env_cfg.atari`` every env is
-    wrapped by :func:`atari_wrappers` and the recorded episodes are whole games with raw returns.
+    A list of seeds (``seeds_per_job``) splits the envs among them (:func:`env_seeds`). SAME_STEP
+    autoreset makes every step a real transition (the true last observation is in
+    ``info["final_obs"]``), where NEXT_STEP would insert a fake one. ``env.vectorization=sync`` steps
+    the envs in this process (:class:`SameStepSyncVectorEnv`), ``async`` in a process each. With
+    ``env_cfg.atari`` every env is wrapped by :func:`atari_wrappers` (episodes are whole games).
     """
     kwargs: dict[str, Any] = {}
     wrappers: list[Callable[[gym.Env], gym.Env]] = []
@@ -45,14 +40,18 @@ def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> g
         envs = gym.make_vec(env_cfg.id, num_envs=num_envs, vectorization_mode=env_cfg.vectorization,
                             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, wrappers=wrappers, **kwargs)
     envs = EpisodeStatistics(envs, game_key=GameStatistics.KEY if env_cfg.atari else None)
-    if isinstance(seed, int):
-        envs.action_space.seed(seed)
-        envs.reset(seed=seed)
-    else:
-        per_seed = num_envs // len(seed)
-        envs.action_space.seed(seed[0])
-        envs.reset(seed=[s + i for s in seed for i in range(per_seed)])
+    envs.action_space.seed(seed if isinstance(seed, int) else seed[0])
+    envs.reset(seed=env_seeds(seed, num_envs))
     return envs
+
+
+def env_seeds(seed: int | Sequence[int], num_envs: int) -> int | list[int]:
+    """What ``envs.reset(seed=...)`` takes to seed the envs as a job of each seed alone seeds them: the
+    seed (env ``i`` gets ``seed + i``), or for several seeds, splitting the envs among them, one per env."""
+    seeds = [seed] if isinstance(seed, int) else list(seed)
+    if len(seeds) == 1:
+        return seeds[0]
+    return [s + i for s in seeds for i in range(num_envs // len(seeds))]
 
 
 def _make_env(env_id: str, kwargs: dict[str, Any], wrappers: list[Callable[[gym.Env], gym.Env]]) -> gym.Env:
@@ -64,13 +63,8 @@ def _make_env(env_id: str, kwargs: dict[str, Any], wrappers: list[Callable[[gym.
 
 
 class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
-    """gymnasium's ``SyncVectorEnv`` with SAME_STEP autoreset, and a leaner ``step``.
-
-    Its steps return what ``SyncVectorEnv(..., autoreset_mode=SAME_STEP)``'s return, ``final_obs``
-    and ``final_info`` included (tested step by step), but its loop reads each env's flags as the
-    env returned them, merges an env's info only when it has one, writes array observations
-    straight into the batch and copies it with ``ndarray.copy``: with cheap envs such as CartPole,
-    gymnasium's own loop is a large share of a vector step (docs/results/profiling.md).
+    """gymnasium's ``SyncVectorEnv`` with SAME_STEP autoreset, and a leaner ``step`` that returns the same
+    (tested step by step): with cheap envs gymnasium's own loop is a large share of a step (docs/results/profiling.md).
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], copy: bool = True) -> None:
@@ -78,9 +72,8 @@ class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         super().close_extras(**kwargs)
-        # closed envs are let go at once: one still reachable at exit from a reference cycle that the
-        # job's exit does not collect (signals.skip_final_gc_at_exit) keeps ALE's emulator alive, and
-        # ale-py's bindings then print a screenful of "leaked" warnings
+        # let closed envs go: one reachable at exit (signals.skip_final_gc_at_exit) keeps ALE's emulator
+        # alive, and ale-py then prints a screenful of "leaked" warnings
         self.envs = []
 
     def step(self, actions: Any) -> Any:
@@ -108,15 +101,11 @@ class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
 
 class EpisodeStatistics(VectorWrapper):
     """Return and length of every episode that ends, in ``info["episode"]`` (``"r"``, ``"l"``) and
-    ``info["_episode"]``: the keys and numbers of gymnasium's ``RecordEpisodeStatistics``.
+    ``info["_episode"]``, as gymnasium's ``RecordEpisodeStatistics`` gives them, for SAME_STEP
+    autoreset only: a step where no episode ended costs two in-place additions.
 
-    For SAME_STEP autoreset only: there an episode ended exactly when info has ``"final_obs"``, so
-    a step where none ended costs two in-place additions (gymnasium's wrapper also handles
-    NEXT_STEP and keeps wall times and queues, at a cost on every step).
-
-    With ``game_key`` the episodes are whole games, read from each env's ``final_info[game_key]``
-    (written by :class:`GameStatistics`): a lost life does not end the recorded episode, and its
-    return is the raw score, not the clipped reward sum.
+    With ``game_key`` the episodes are whole games with raw scores, read from each env's
+    ``final_info[game_key]`` (written by :class:`GameStatistics`).
     """
 
     def __init__(self, env: gym.vector.VectorEnv, game_key: str | None = None) -> None:
@@ -172,12 +161,7 @@ def finished_episodes(info: dict[str, Any], by_env: bool = False) -> list[tuple[
     return [(float(ep["r"][i]), int(ep["l"][i])) for i in np.flatnonzero(mask)]
 
 
-def evaluate(
-    policy: Callable[[np.ndarray], np.ndarray],
-    env_cfg: EnvConfig,
-    episodes: int,
-    seed: int,
-) -> list[float]:
+def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_cfg: EnvConfig, episodes: int, seed: int) -> list[float]:
     """Returns of ``episodes`` episodes of the deterministic ``policy``, one per env, batched."""
     envs = make_envs(env_cfg, episodes, seed)
     obs, _ = envs.reset(seed=seed)
@@ -240,12 +224,9 @@ def observation_space(env_cfg: EnvConfig) -> gym.Space:
 
 
 def atari_wrappers(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
-    """The Atari preprocessing of CleanRL's ``ppo_atari.py``/``dqn_atari.py`` and SB3's ``AtariWrapper``.
-
-    From the ALE env (made with ``frameskip=1``) outwards: no-ops after a reset, ``frame_skip``
-    frames per step max-pooled over the last two, 84x84 grey uint8 frames, the raw score of whole
-    games for the record (:class:`GameStatistics`), a lost life ending the training episode, FIRE
-    after a reset where the game needs it, rewards clipped to their sign, ``frame_stack`` frames.
+    """The Atari preprocessing of CleanRL's ``ppo_atari.py``/``dqn_atari.py`` and SB3's ``AtariWrapper``:
+    no-ops after a reset, max-pooled frame skip, 84x84 grey uint8 frames, whole games' raw scores,
+    a lost life ending the training episode, FIRE after a reset, rewards clipped to their sign, frame stack.
     """
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TransformReward
 
@@ -262,11 +243,8 @@ def atari_wrappers(env: gym.Env, env_cfg: EnvConfig) -> gym.Env:
 
 
 class GameStatistics(gym.Wrapper):
-    """``info[KEY] = (return, length)`` of a whole game when it ends: raw score, agent steps.
-
-    It sits under the life and reward wrappers, so a lost life is not a game's end and the
-    score is not clipped (where CleanRL's ``RecordEpisodeStatistics`` sits).
-    """
+    """``info[KEY] = (return, length)`` of a whole game when it ends: the raw score (it sits under the
+    life and reward wrappers, where CleanRL's ``RecordEpisodeStatistics`` sits), agent steps."""
 
     KEY = "game"
 

@@ -23,12 +23,8 @@ def layer_init(layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: f
 
 
 class OutputLinear(nn.Linear):
-    """The output layer, in float32 even under autocast (``dtype=bfloat16``/``float16``).
-
-    Its outputs are values, logits and means, and bfloat16's 8 mantissa bits make a Q-value in the
-    hundreds coarser than Pendulum's rewards: a SAC seed then did not learn
-    (docs/results/bench_choices.md). The layer is tiny; the hidden layers keep the reduced
-    precision and its speed. Every ``mlp`` so returns float32: its callers need no ``.float()``.
+    """The output layer, in float32 even under autocast: bfloat16 makes a Q-value in the hundreds
+    coarser than Pendulum's rewards (docs/results/bench_choices.md). Every ``mlp`` so returns float32.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -39,14 +35,11 @@ class OutputLinear(nn.Linear):
 
 
 class MLP(nn.Sequential):
-    """``nn.Sequential`` whose forward runs its layers' torch ops itself.
+    """``nn.Sequential`` whose forward calls ``F.linear`` and the activation's op without ``Module.__call__``
+    for the layers ``mlp`` builds (docs/results/profiling.md); the layers' own hooks do not run.
 
-    For the layers ``mlp`` builds it calls ``F.linear`` and the activation's op without
-    ``Module.__call__``: at acting batch sizes every Python call is a real share of the forward
-    (docs/results/profiling.md). Parameters are read from each layer's ``_parameters`` at call
-    time, so ``functional_call``, ``load_state_dict``, ``.to()``, the network's hooks, state_dict
-    keys and torch.compile tracing act as on ``nn.Sequential``; the layers' own hooks do not run,
-    and other layer types run their own ``forward``.
+    Parameters are read from each layer's ``_parameters`` at call time, so ``functional_call``,
+    ``load_state_dict``, ``.to()`` and torch.compile act as on ``nn.Sequential``.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -62,18 +55,12 @@ class MLP(nn.Sequential):
         return x
 
     def inference_fn(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """This network's forward on 2-D inputs as bare torch ops on its parameters as they are now.
+        """This network's forward on 2-D inputs as bare ``addmm`` ops on its parameters as they are now.
 
-        For many small forwards between which no parameter is replaced (a rollout's acting steps):
-        ``F.linear`` of a 2-D input is ``addmm(bias, x, weight.t())``; here each ``weight.t()`` is
-        made once and no Module is called: the same ops on the same tensors, so the same numbers
-        (tested). In-place parameter updates reach it (the transposes are views); make it again
-        after parameters are replaced. Without autograd only (the views are detached). Parameters
-        stacked over seeds (a :class:`~rlsweep.seeds.SeedStack`'s) give the same per seed with
-        ``baddbmm``, on seed-major rows.
-
-        None where that does not hold: autocast on (the output layer leaves it), or a layer other
-        than ``nn.Linear``/``OutputLinear`` with a bias, or :class:`~rlsweep.runtime.Activation`.
+        Each ``weight.t()`` is made once: the same ops as ``F.linear``, so the same numbers (tested).
+        In-place updates reach it (the transposes are views); make it again after parameters are
+        replaced; no autograd. Stacked parameters (a :class:`~rlsweep.seeds.SeedStack`'s) use
+        ``baddbmm`` on seed-major rows. None under autocast or with other layer types.
         """
         if any(torch.is_autocast_enabled(p.device.type) for p in self.parameters()):
             return None
@@ -106,15 +93,8 @@ class MLP(nn.Sequential):
         return forward
 
 
-def mlp(
-    in_dim: int,
-    hidden_sizes: Sequence[int],
-    out_dim: int,
-    rt: Runtime,
-    activation: str,
-    out_gain: float = 1.0,
-    init: str = "orthogonal",
-) -> MLP:
+def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int, rt: Runtime, activation: str, out_gain: float = 1.0,
+        init: str = "orthogonal") -> MLP:
     """Linear -> activation -> ... -> Linear; activations follow the ``inplace`` toggle.
 
     ``init``: "orthogonal" (gain sqrt(2) for hidden layers, ``out_gain`` for the output; what
@@ -171,9 +151,8 @@ def encoder_errors(encoder: str, env_cfg: EnvConfig) -> list[str]:
 class NatureCNN(nn.Module):
     """The Nature-DQN encoder (Mnih et al. 2015): three convolutions, then 512 features, ReLU.
 
-    Takes uint8 frames as they come from the host (a quarter of float32's bytes to copy) and
-    scales them to [0, 1] on the device. With ``rt.channels_last`` (the ``backend.channels_last``
-    toggle) its weights and inputs are in ``torch.channels_last`` format: the convolutions run in NHWC.
+    Takes uint8 frames and scales them to [0, 1] on the device; with ``rt.channels_last`` the
+    convolutions run in NHWC.
     """
 
     def __init__(self, obs_shape: Sequence[int], rt: Runtime, features: int = 512) -> None:
@@ -219,9 +198,7 @@ class SharedEncoder(nn.Module):
 
 
 class Head(nn.Module):
-    """One head of a :class:`SharedEncoder` as a network of its own (acting's actor, the critic of
-    the rollout's values): the encoder's parameters stay the joint network's, however it is held
-    (one network, or the seeds' stacked copies of it: ``rt.per_seed``)."""
+    """One head of a :class:`SharedEncoder` as a network of its own; the parameters stay the joint network's."""
 
     def __init__(self, joint: nn.Module, head: int) -> None:
         super().__init__()

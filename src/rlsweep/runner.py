@@ -69,8 +69,7 @@ class TrainOutcome:
     device: str
     requeues: int = 0
     resumed_at_env_steps: list[int] = field(default_factory=list)
-    # the state the job started in: "process" is "fresh" for the first training run of its
-    # process (which pays the process's warm-up), else "warm"; see rlsweep.prepare
+    # "process": "fresh" for its process's first training run (which pays the warm-up), else "warm"
     measurement: dict[str, Any] = field(default_factory=dict)
     # seeds_per_job: the seeds trained in this process with this one (None: it trained alone)
     group: dict[str, Any] | None = None
@@ -79,8 +78,7 @@ class TrainOutcome:
     algo: Algorithm | None = field(default=None, repr=False)
 
     def record(self) -> dict[str, Any]:
-        # not asdict(self): that deep-copies the algorithm too (envs, replay buffer), and an async
-        # vector env's worker handles cannot be copied at all
+        # not asdict(self): it would deep-copy the algorithm too, whose async envs cannot be copied
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "algo"}
 
 
@@ -109,14 +107,12 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
           until_warm: bool = False) -> TrainOutcome:
     """Train ``cfg.algo`` on ``cfg.env`` for ``cfg.total_env_steps`` and measure every phase.
 
-    ``until_warm``: stop as soon as the warm-up iterations have passed and every compiled function
-    has compiled, then evaluate one episode (which runs the evaluation's code paths once): what a
-    sweep's preparation (:mod:`rlsweep.prepare`) needs to pay a cell's one-off costs.
+    ``until_warm``: stop once the warm-up iterations have passed and everything has compiled, then
+    evaluate one episode: a sweep's preparation (:mod:`rlsweep.prepare`) pays a cell's one-off costs.
 
-    With ``checkpoint_path``, a matching checkpoint there is resumed from, and a stop signal
-    (preemption, Ctrl-C) or ``cfg.checkpoint_interval_s`` writes one at an iteration boundary.
-    ``on_stop`` runs after that checkpoint and before the job is requeued or interrupted (the job
-    flushes W&B there: a requeue kills the whole Slurm step, W&B's helper process included).
+    With ``checkpoint_path``, a matching checkpoint there is resumed from, and a stop signal or
+    ``cfg.checkpoint_interval_s`` writes one at an iteration boundary. ``on_stop`` runs after that
+    checkpoint, before the job is requeued or interrupted (the job flushes W&B there).
     """
     hooks = None if on_iteration is None else [on_iteration]
     return train_seeds(cfg, (cfg.seed,), hooks, checkpoint_path, on_stop, until_warm)[0]
@@ -127,10 +123,8 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
                 until_warm: bool = False) -> list[TrainOutcome]:
     """:func:`train` for each of ``seeds``, all of them together in this process (``seeds_per_job``).
 
-    The algorithm holds every seed's networks stacked and ``cfg.algo.num_envs`` envs per seed, each
-    seeded as a job of that seed alone seeds them (:mod:`rlsweep.seeds`); ``on_iteration`` has one
-    hook per seed. One outcome per seed, in order: its episodes, evaluation and whether it failed
-    are its own; the timings, compile and throughput (per seed) are the group's.
+    ``on_iteration`` has one hook per seed. One outcome per seed, in order: its episodes, evaluation
+    and failure are its own; the timings, compile and throughput are the group's.
     """
     device = resolve_device(cfg.device)
     runs_before = _RUNS_IN_PROCESS[0]
@@ -152,10 +146,8 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             states = [LoopState() for _ in seeds]
             payload = checkpoint.load(checkpoint_path, cfg) if checkpoint_path else None
             if payload is not None:
-                restored = checkpoint.restore(payload, algo)
-                if restored is not None:
-                    envs.close()
-                    envs = algo.envs = restored
+                checkpoint.restore(payload, algo)
+                envs = algo.envs
                 runner = payload["runner"]
                 states = [LoopState(**st) for st in runner.get("per_seed", [runner])]
                 for st in states:
@@ -252,7 +244,7 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
                 mine = [e for e in new_eps if e[3] == k]
                 _record_episodes(st, mine, wall)
                 if on_iteration is not None:
-                    row = _iteration_row(algo, _seed_metrics(metrics, k), dt, steps_per_iter, recording, wall, mine)
+                    row = _iteration_row(algo, metrics, k, dt, steps_per_iter, recording, wall, mine)
                     on_iteration[k](row, algo.env_steps)
             bar.update(steps_per_iter)
             if new_eps:
@@ -270,11 +262,6 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
         stance.close()
         bar.close()
     return [_outcome(st, timer, algo, iterations, warmup, until_warm) for st in states]
-
-
-def _seed_metrics(metrics: dict[str, Any], k: int) -> dict[str, Any]:
-    """Seed ``k``'s metrics of an iteration: a list holds one value per seed, anything else is every seed's."""
-    return {name: v[k] if isinstance(v, list) else v for name, v in metrics.items()}
 
 
 def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per_iter: int, updates: int,
@@ -298,10 +285,10 @@ def _record_episodes(s: LoopState, new_eps: list[tuple[float, int, int, int]], w
         s.curve_return.append(ret)
 
 
-def _iteration_row(algo: Algorithm, metrics: dict[str, Any], dt: float, steps_per_iter: int, recording: bool,
+def _iteration_row(algo: Algorithm, metrics: dict[str, Any], k: int, dt: float, steps_per_iter: int, recording: bool,
                    wall: float, new_eps: list[tuple[float, int, int, int]]) -> dict[str, Any]:
-    """One iteration's metrics for the tracker (W&B), namespaced."""
-    row: dict[str, Any] = {f"train/{k}": v for k, v in metrics.items()}
+    """Seed ``k``'s metrics of one iteration for the tracker (W&B), namespaced; a list holds one value per seed."""
+    row: dict[str, Any] = {f"train/{name}": v[k] if isinstance(v, list) else v for name, v in metrics.items()}
     row["perf/iteration_env_steps_per_s"] = steps_per_iter / dt
     row["perf/steady_state"] = int(recording)
     row["time/wall_s"] = wall

@@ -1,11 +1,8 @@
 """The runtime an algorithm is handed: every toggle reaches the algorithm's code through it.
 
-Algorithms never read toggle values: they act through ``rt.policy`` (h2d/d2h: pin_memory,
-non_blocking; twin_modules; compile's "act"), take gradient steps through ``rt.update`` and
-``rt.minimize`` (compile's "update", dtype's GradScaler), and call ``rt.autocast`` (dtype),
-``rt.activation``/``rt.polyak_update``/``rt.normalize`` (inplace). Each toggle's
-``apply`` sets the switches here (:mod:`rlsweep.toggles`), so a toggle acts in exactly one place
-and an algorithm written against these calls -- a built-in or a user's -- gets every toggle.
+Algorithms never read toggle values: they call ``rt.policy``, ``rt.update``/``rt.minimize``,
+``rt.autocast``, ``rt.activation``, ``rt.polyak_update`` and ``rt.normalize``, whose switches each
+toggle's ``apply`` sets (:mod:`rlsweep.toggles`): a toggle acts in one place, for every algorithm.
 """
 
 from __future__ import annotations
@@ -27,18 +24,9 @@ if TYPE_CHECKING:
     from rlsweep.timing import PhaseTimer
 
 
-def make_twin(module: nn.Module) -> nn.Module:
-    """An eval-mode copy of ``module`` sharing its Parameter and buffer objects: it sees every optimizer
-    step without a copy, so acting uses it while the original stays in train mode (no mode switching)."""
-    shared = {id(t): t for t in [*module.parameters(), *module.buffers()]}
-    twin = copy.deepcopy(module, memo=shared)
-    return twin.eval()
-
-
 def _outputs_cloned(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with its output tensors cloned. A CUDA graph writes every replay's outputs into the same
-    memory, and callers keep outputs past the next call (an epoch's update statistics, a rollout's
-    log-probabilities): torch raises on reading one a later replay overwrote."""
+    """``fn`` with its output tensors cloned: a CUDA graph's replay overwrites the last one's outputs,
+    which callers keep (an epoch's update statistics)."""
     from torch.utils._pytree import tree_map_only
 
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -73,12 +61,15 @@ class NonFiniteLossError(FloatingPointError):
     """Raised when a loss becomes NaN/inf: the job stops instead of silently diverging."""
 
 
-class Runtime:
-    """Behaviour switches set by the toggles, used by the algorithms.
+def check_finite(loss: torch.Tensor, update: int) -> None:
+    """One host sync per call: use once per iteration on the accumulated losses."""
+    if not bool(torch.isfinite(loss).all()):
+        raise NonFiniteLossError(f"non-finite loss at update {update}")
 
-    Defaults are the baseline (every toggle off): eager, float32, pageable blocking copies,
-    one module switched between train and eval mode, out-of-place ops.
-    """
+
+class Runtime:
+    """Behaviour switches set by the toggles, used by the algorithms; the defaults are the baseline
+    (every toggle off)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -101,9 +92,7 @@ class Runtime:
         self.pin_memory: bool | str = False  # False, True (.pin_memory() per copy) or "staging"
         self.non_blocking = False
         self._staging: PinnedStaging | None = None
-        # twin_modules toggle
         self.twin_modules = False
-        # inplace toggle
         self.inplace = False
         # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
         self.channels_last = False
@@ -128,17 +117,14 @@ class Runtime:
     def rngs(self) -> list[torch.Generator]:
         """Each seed's own random stream for the algorithm's draws (:meth:`draw`), in ``seed_values`` order."""
         if self._rngs is None:
-            self._rngs = [_seed_rng(s, self.device) for s in self.seed_values]
+            # apart from the stream each seed's networks were built from (torch.manual_seed(seed))
+            self._rngs = [torch.Generator(device=self.device).manual_seed(
+                int(np.random.SeedSequence([s, 1]).generate_state(1, np.uint64)[0] >> 1)) for s in self.seed_values]
         return self._rngs
 
     def per_seed(self, build: Callable[[], Any]) -> Any:
-        """``build()``'s networks, once per seed: each built after ``torch.manual_seed(seed)``.
-
-        With one seed, what ``build`` returns. With several, each module it returns becomes a
-        :class:`~rlsweep.seeds.SeedStack` of the seeds' copies (tuples and dicts item by item):
-        build every network the algorithm trains in this one call, so each seed's initial
-        parameters are the ones a job of that seed alone starts from.
-        """
+        """``build()``'s networks, built once per seed after ``torch.manual_seed(seed)``; with several
+        seeds each module becomes a :class:`~rlsweep.seeds.SeedStack` (build every network in one call)."""
         builds = []
         for seed in self.seed_values:
             torch.manual_seed(seed)
@@ -146,22 +132,19 @@ class Runtime:
         return builds[0] if len(builds) == 1 else stack_builds(builds)
 
     def draw(self, fn: Callable[[torch.Generator], torch.Tensor], dim: int = 0) -> torch.Tensor:
-        """``fn(generator)`` for each seed's own random stream, the results concatenated along ``dim``
-        (the envs' dimension): a seed's random numbers never depend on the seeds beside it."""
+        """``fn(generator)`` for each seed's own random stream, concatenated along ``dim`` (the envs')."""
         if len(self.rngs) == 1:
             return fn(self.rngs[0])
         return torch.cat([fn(g) for g in self.rngs], dim)
 
     def draw_per_seed(self, fn: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
-        """``fn(generator)`` for each seed, stacked along a new leading seed dimension (none with one seed):
-        a step's per-seed argument, such as a minibatch permutation."""
+        """``fn(generator)`` for each seed, stacked on a new leading dimension (none with one seed)."""
         if len(self.rngs) == 1:
             return fn(self.rngs[0])
         return torch.stack([fn(g) for g in self.rngs])
 
     def rows(self, x: torch.Tensor, env_dim: int) -> torch.Tensor:
-        """``x``'s dimensions up to ``env_dim`` (the envs of every seed, seed by seed) as rows, seed-major:
-        what a network's forward takes (``x.flatten(0, env_dim)`` with one seed)."""
+        """``x``'s dimensions up to ``env_dim`` (every seed's envs, seed by seed) as seed-major rows."""
         if self.seeds == 1:
             return x.flatten(0, env_dim)
         return x.unflatten(env_dim, (self.seeds, -1)).movedim(env_dim, 0).flatten(0, env_dim + 1)
@@ -175,8 +158,7 @@ class Runtime:
         return out.movedim(0, len(before)).flatten(len(before), len(before) + 1)
 
     def by_seed(self, x: torch.Tensor, env_dim: int) -> torch.Tensor:
-        """:meth:`rows` with the seeds as a leading dimension of their own: the gradient step's arguments
-        (:meth:`update` vmaps the step over that dimension). With one seed, the rows."""
+        """:meth:`rows` with the seeds as a leading dimension (what :meth:`update` vmaps over); one seed: the rows."""
         r = self.rows(x, env_dim)
         return r if self.seeds == 1 else r.unflatten(0, (self.seeds, -1))
 
@@ -185,18 +167,12 @@ class Runtime:
         return t if self.seeds == 1 else t.repeat_interleave(envs_per_seed, 0)
 
     def check_finite(self, loss: torch.Tensor, update: int) -> None:
-        """Stop a seed whose ``loss`` (one per seed last, or a scalar) is NaN or infinite; one host sync.
-
-        With one seed it raises :class:`NonFiniteLossError`. With several, the seed is marked failed
-        (its record says so; the others train on, unaffected: nothing is shared between seeds), and
-        it raises once every seed has failed.
-        """
-        finite = torch.isfinite(loss)
+        """Stop a seed whose ``loss`` (one per seed last, or a scalar) is NaN or infinite, with one host sync:
+        raises :class:`NonFiniteLossError` for one seed; with several it marks the seed failed (the others
+        train on) and raises once every seed has failed."""
         if self.seeds == 1:
-            if not bool(finite.all()):
-                raise NonFiniteLossError(f"non-finite loss at update {update}")
-            return
-        for k, ok in enumerate(finite.reshape(-1, self.seeds).all(0).tolist()):
+            return check_finite(loss, update)
+        for k, ok in enumerate(torch.isfinite(loss).reshape(-1, self.seeds).all(0).tolist()):
             if not ok and k not in self.failed:
                 self.failed[k] = f"non-finite loss at update {update}"
         if len(self.failed) == self.seeds:
@@ -235,10 +211,8 @@ class Runtime:
         return self.compile_mode is not None and name in self.compile_functions
 
     def compile(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-        """``torch.compile`` ``fn`` with the job's mode, or ``fn`` itself when eager or not selected.
-
-        ``name`` is "act" or "update" (``compile.functions`` selects among them).
-        """
+        """``torch.compile`` ``fn`` with the job's mode, or ``fn`` itself when ``name`` ("act", "update")
+        is not among ``compile.functions``."""
         if not self.compiles(name):
             return fn
         how: dict[str, Any] = {"mode": self.compile_mode}
@@ -266,11 +240,8 @@ class Runtime:
         return Policy(self, timer, modules, forward, obs_dtype)
 
     def update(self, step: Callable[..., Any], modules: Any, optimizers: Any, name: str = "update") -> Update:
-        """The gradient step ``step`` (which calls :meth:`minimize`), taken as the toggles say: :mod:`rlsweep.update`.
-
-        ``modules`` hold every parameter the ``optimizers`` optimize (``Algorithm.modules()`` and
-        ``Algorithm.optimizers()`` do); ``name`` is the function's name for ``compile.functions``.
-        """
+        """The gradient step ``step`` (which calls :meth:`minimize`), taken as the toggles say (:mod:`rlsweep.update`);
+        ``modules`` hold every parameter the ``optimizers`` optimize, ``name`` is for ``compile.functions``."""
         update = Update(self, step, modules, optimizers, name)
         self.updates.append(update)  # their GradScalers go into the job's checkpoint, in this order
         return update
@@ -279,10 +250,8 @@ class Runtime:
                  max_grad_norm: float | None = None, has_aux: bool = False) -> Any:
         """One step of ``optimizer`` on the loss ``loss_fn()`` returns; the loss, detached.
 
-        Call it inside the step given to :meth:`update`, once per optimizer and gradient step.
-        ``loss_fn`` reads the networks as usual (``self.q(obs)``): under compile its parameters are
-        swapped for traced ones. With ``has_aux`` it returns ``(loss, aux)`` and so does this.
-        ``max_grad_norm`` clips the gradients' global L2 norm first.
+        Call it inside the step given to :meth:`update`, once per optimizer. With ``has_aux``
+        ``loss_fn`` returns ``(loss, aux)``, and so does this; ``max_grad_norm`` clips the global L2 norm.
         """
         if self._update is None:
             raise RuntimeError("rt.minimize is called inside the step function given to rt.update")
@@ -305,9 +274,7 @@ class Runtime:
 
     @torch.no_grad()
     def polyak_update(self, target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float) -> None:
-        """target <- target + tau * (source - target), in place or via new tensors.
-
-        Inside a gradient step that trains several seeds together, each seed's own slices."""
+        """target <- target + tau * (source - target), in place or via new tensors (each seed's slices in a step)."""
         tgt, src = list(target), list(source)
         if self._update is not None:
             tgt, src = self._update.current(tgt), self._update.current(src)
@@ -325,20 +292,11 @@ class Runtime:
         return (x - mean) / (std + eps)
 
 
-def _seed_rng(seed: int, device: torch.device) -> torch.Generator:
-    """A seed's own random stream for an algorithm's draws, apart from the one its networks were built from."""
-    generator = torch.Generator(device=device)
-    generator.manual_seed(int(np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0] >> 1))
-    return generator
-
-
 class PinnedStaging:
-    """Page-locked host buffers allocated once per (shape, dtype) and reused for every copy.
+    """Page-locked host buffers allocated once per (shape, dtype), two used in turn, for every copy.
 
-    Two buffers per shape, used in turn, so one step's copy runs while the next step's data is
-    written. With ``non_blocking`` a copy out of a buffer may still run when it is next filled:
-    each keeps the event of its last copy and waits for it first. ``allocate`` and ``new_event``
-    (pinned CUDA memory and CUDA events by default) let tests without CUDA pass stand-ins.
+    With ``non_blocking`` a buffer waits for the event of its last copy before it is refilled.
+    ``allocate`` and ``new_event`` let tests without CUDA pass stand-ins.
     """
 
     SLOTS = 2
@@ -374,42 +332,37 @@ class PinnedStaging:
 
 
 class Policy:
-    """Acting, written once: observations to the device, the acting forward, its output back, each timed.
+    """Acting, written once: ``policy(obs, *extra)`` copies ``obs`` to the device (timed "h2d"), runs
+    ``forward(*modules, obs, *extra)`` on eval-mode views of ``modules`` under autocast and inference
+    mode, compiled as "act" (timed "act"), and copies the output back (timed "d2h").
 
-    ``policy(obs, *extra)`` copies the host array ``obs`` to the device (``rt.h2d``, timed "h2d"),
-    runs ``forward(*modules, obs, *extra)`` on eval-mode views of ``modules`` (``twin_modules``)
-    under autocast and inference mode, compiled as "act", and copies the output back (``rt.d2h``,
-    timed "d2h"). Without ``forward`` it is the first module's forward, run eagerly as bare ops
-    where the module has them (``nets.MLP.inference_fn``: the same numbers, no Module call).
+    Without ``forward`` it is the first module's forward, as bare ops where the module has them
+    (``nets.MLP.inference_fn``).
     """
 
     def __init__(self, rt: Runtime, timer: PhaseTimer, modules: Iterable[nn.Module],
                  forward: Callable[..., torch.Tensor] | None, obs_dtype: torch.dtype) -> None:
         self.rt, self.timer, self.obs_dtype = rt, timer, obs_dtype
         self.views = ActingModules(modules, twin=rt.twin_modules)
+        #: the eval-mode modules acting uses (twins or the originals)
+        self.modules = self.views.modules
         if forward is not None and rt.seeds > 1:  # each seed's call sees its own networks
-            forward = vmap_over_seeds(forward, self.views.modules, rt.seeds)
+            forward = vmap_over_seeds(forward, self.modules, rt.seeds)
         self._forward = rt.compile(forward or _first_module, "act")
         self._bare: Callable[[torch.Tensor], torch.Tensor] | None = None
         if forward is None and not rt.compiles("act"):
-            inference_fn = getattr(self.views.modules[0], "inference_fn", None)
+            inference_fn = getattr(self.modules[0], "inference_fn", None)
             with rt.autocast():
                 self._bare = inference_fn() if inference_fn is not None else None
-
-    @property
-    def modules(self) -> tuple[nn.Module, ...]:
-        """The eval-mode modules acting uses (twins or the originals)."""
-        return self.views.modules
 
     def __call__(self, obs: np.ndarray, *extra: torch.Tensor) -> np.ndarray:
         rt, timer = self.rt, self.timer
         t = timer.start()
         obs_t = rt.h2d(obs, self.obs_dtype)
         t = timer.lap("h2d", t)
-        # nothing made here reaches autograd: inference tensors skip its version counters and view
-        # tracking, a real share of a small acting call, eager or compiled (docs/results/profiling.md)
+        # inference tensors skip autograd's version counters and view tracking (docs/results/profiling.md)
         with torch.inference_mode(), self.views, rt.autocast():
-            out = self._bare(obs_t) if self._bare is not None else self._forward(*self.views.modules, obs_t, *extra)
+            out = self._bare(obs_t) if self._bare is not None else self._forward(*self.modules, obs_t, *extra)
         t = timer.lap("act", t)
         out_np = rt.d2h(out)
         timer.stop("d2h", t)
@@ -427,10 +380,11 @@ class ActingModules:
     def __init__(self, modules: Iterable[nn.Module], twin: bool) -> None:
         self.originals = tuple(modules)
         self.twin = twin
-        self.modules = tuple(make_twin(m) for m in self.originals) if twin else self.originals
+        # a twin is an eval-mode copy sharing the Parameter and buffer objects: it sees every optimizer step
+        self.modules = tuple(copy.deepcopy(m, memo={id(t): t for t in [*m.parameters(), *m.buffers()]}).eval()
+                             for m in self.originals) if twin else self.originals
 
     def __enter__(self) -> None:
-        """Around every acting call: switch to eval mode, unless twins make it unnecessary."""
         if not self.twin:
             for m in self.originals:
                 m.eval()

@@ -1,18 +1,13 @@
 """Several seeds trained in one process: their networks stacked, their calls vectorised.
 
-A job with ``seeds_per_job > 1`` trains S seeds of one cell together: for small networks, one
-vectorised call over S parameter sets instead of S calls, and one start-up and compile instead of
-S. Each network is built once per seed, from that seed's random stream, and held as a
-:class:`SeedStack` of the S copies' parameters stacked along a leading dimension: Adam, RMSprop
-and SGD act elementwise, so one optimizer over the stacks takes the steps S optimizers would.
-
-A stacked network's forward takes the seeds' rows seed-major (seed 0's rows, then seed 1's, ...)
-and runs each seed's rows with that seed's parameters through ``torch.func.vmap``. Where the
-runtime runs code once per seed (:class:`rlsweep.update.Update`'s step, ``rt.policy``'s forward,
-:func:`run_as_seed`) it is that seed's network, methods and buffers included.
-
-``torch.func`` rather than TensorDict's ``from_modules``/``to_module``: both end in
-``functional_call`` under ``vmap``, and the update is written in torch.func (docs/results/seeds.md).
+A job with ``seeds_per_job > 1`` trains S seeds of one cell together: one vectorised call over S
+parameter sets instead of S calls, one start-up and compile instead of S. Each network is built once
+per seed and held as a :class:`SeedStack` of the copies' parameters stacked along a leading
+dimension: Adam, RMSprop and SGD act elementwise, so one optimizer over the stacks takes the steps
+S optimizers would. A stacked network's forward takes the seeds' rows seed-major and runs each
+seed's rows with its parameters through ``torch.func.vmap``; where the runtime runs code once per
+seed (the update's step, ``rt.policy``'s forward, :func:`run_as_seed`) it is that seed's network.
+Why torch.func rather than TensorDict: docs/results/seeds.md.
 """
 
 from __future__ import annotations
@@ -76,23 +71,26 @@ def vmap_over_seeds(fn: Callable[..., Any], modules: Sequence[nn.Module], seeds:
             return torch.func.functional_call(root, own, (lambda: fn(*modules, *rows),), tie_weights=False)
 
     def call(*modules_and_args: Any) -> Any:
-        args = modules_and_args[len(modules):]
-        split = [a.unflatten(0, (seeds, -1)) if isinstance(a, torch.Tensor) else a for a in args]
-        dims = [0 if isinstance(a, torch.Tensor) else None for a in args]
         state = {n: t.detach() for n, t in _stacked(root).items()}
-        out = torch.func.vmap(one, in_dims=(0, *dims))(state, *split)
-        return torch.utils._pytree.tree_map(lambda t: t.flatten(0, 1), out)
+        return _vmap_rows(one, state, modules_and_args[len(modules):], seeds)
 
     return call
+
+
+def _vmap_rows(one: Callable[..., Any], state: dict[str, torch.Tensor], args: Sequence[Any], seeds: int) -> Any:
+    """``one(own_state, *own_rows)`` vmapped over the seeds: each tensor argument and result holds seed-major rows."""
+    split = [a.unflatten(0, (seeds, -1)) if isinstance(a, torch.Tensor) else a for a in args]
+    dims = [0 if isinstance(a, torch.Tensor) else None for a in args]
+    out = torch.func.vmap(one, in_dims=(0, *dims))(state, *split)
+    return torch.utils._pytree.tree_map(lambda t: t.flatten(0, 1), out)
 
 
 class SeedStack(nn.Module):
     """S copies of one network, their parameters and buffers stacked along a leading seed dimension.
 
-    ``self.stack`` is the first copy with each parameter replaced by the stack of all copies' (same
-    names, a leading dimension of size S). Its parameters and buffers (``log_std``) are read
-    through it too, seeds first; its other attributes and methods only where it is one seed's
-    network (see the module doc): elsewhere they would see every seed's parameters at once.
+    ``self.stack`` is the first copy holding the stacks under the same names. Its parameters and
+    buffers are read through this module too (seeds first); its other attributes and methods only
+    where it is one seed's network (see the module doc).
     """
 
     def __init__(self, copies: Sequence[nn.Module]) -> None:
@@ -130,10 +128,7 @@ class SeedStack(nn.Module):
         def one(own: dict[str, torch.Tensor], *rows: Any) -> Any:
             return torch.func.functional_call(self.stack, own, rows)
 
-        split = [a.unflatten(0, (self.seeds, -1)) if isinstance(a, torch.Tensor) else a for a in args]
-        dims = [0 if isinstance(a, torch.Tensor) else None for a in args]
-        out = torch.func.vmap(one, in_dims=(0, *dims))(state, *split)
-        return torch.utils._pytree.tree_map(lambda t: t.flatten(0, 1), out)
+        return _vmap_rows(one, state, args, self.seeds)
 
     def inference_fn(self) -> Any:
         """The stacked network's bare acting forward where it has one (:meth:`rlsweep.nets.MLP.inference_fn`):

@@ -1,15 +1,10 @@
 """Phase timers: honest per-phase times that do not change what they measure, warm-up excluded.
 
-In a hot loop, two calls per phase and no context manager: ``t = timer.start()``, the work,
-``timer.stop("act", t)``; ``t = timer.lap("h2d", t)`` between phases that follow each other. The
-runner calls ``timer.end_iteration()`` after every iteration and sets ``timer.recording`` after
-the warm-up iterations. Each phase gets two clocks:
-
-* host time (``perf_counter``) between the phase's boundaries;
-* device time: on CUDA, between two CUDA events recorded on the current stream at the boundaries,
-  read in ``end_iteration`` after its one synchronisation. No boundary synchronises: that would
-  remove the host/device overlap ``non_blocking`` copies and pinned memory exist to create. On
-  CPU the device time is the host time.
+``t = timer.start()``, the work, ``timer.stop("act", t)``; ``t = timer.lap("h2d", t)`` between phases
+that follow each other. The runner calls ``timer.end_iteration()`` after every iteration and sets
+``timer.recording`` after the warm-up. Each phase gets host time (``perf_counter``) and device time:
+on CUDA, between CUDA events read after the iteration's one synchronisation (no boundary
+synchronises: that would remove the overlap ``non_blocking`` creates); on CPU, the host time.
 """
 
 from __future__ import annotations
@@ -86,11 +81,6 @@ class PhaseTimer:
         self._pending: list[tuple[str, Any, Any]] = []  # (phase, start event, end event) not read yet
         self._free: list[Any] = []  # events read already, reused (creating one costs a driver call)
 
-    @property
-    def device_clock(self) -> str:
-        """``"cuda_events"`` when device times come from device events, else ``"perf_counter"``."""
-        return "perf_counter" if self._events is None else "cuda_events"
-
     def _record(self) -> Any:
         ev = self._free.pop() if self._free else self._events.event()
         ev.record()
@@ -136,11 +126,8 @@ class PhaseTimer:
         self._pending.append((phase, begin, end))
 
     def end_iteration(self) -> None:
-        """The iteration's one synchronisation (CUDA), then its device times are read.
-
-        On CPU a no-op. On CUDA this always synchronises, also during warm-up, so an iteration's
-        wall time (the runner's, read after this) includes the device work it queued.
-        """
+        """The iteration's one synchronisation (CUDA, also during warm-up: the runner's wall time then
+        includes the device work), then its device times are read; on CPU a no-op."""
         if self._events is None:
             return
         self._events.synchronize()
@@ -165,7 +152,7 @@ class PhaseTimer:
             entry = _summary(values)
             host = _summary(self.host_samples[phase])
             entry.update({f"host_{k}": v for k, v in host.items() if k != "count"})
-            entry["clock"] = self.device_clock
+            entry["clock"] = "perf_counter" if self._events is None else "cuda_events"
             out[phase] = entry
         return out
 

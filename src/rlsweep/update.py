@@ -8,21 +8,18 @@ An algorithm builds one :class:`Update` around its gradient-step function, which
     def _gradient_step(self, obs, actions, target):
         return rt.minimize(lambda: self._td_loss(obs, actions, target), self.optimizer, max_grad_norm=10.0)
 
-How the step is taken is the ``compile`` and ``dtype`` toggles' business, not the algorithm's:
+How the step is taken is the ``compile`` and ``dtype`` toggles' business:
 
-* eager (the baseline): ``loss.backward()``, the norm clip, the optimizer's own ``step()``; with
-  float16 on CUDA one GradScaler for the step's optimizers, updated once after all of them;
-* compiled ("update" in ``compile.functions``): ONE graph, as ``backward()`` and ``step()`` would
-  split it in three and each graph's call overhead is a real share of a small network's step. The
-  loss is called with the parameters swapped in (``torch.func.functional_call``), its gradients
-  come from ``torch.func.grad_and_value``, and the clip and the update are torch's formulas on the
-  optimizer's own state tensors, so a checkpoint or an eager run sees an ordinary ``torch.optim``
-  state. Learning rates enter as tensors: a schedule changes a value, never the graph.
+* eager (the baseline): ``loss.backward()``, the norm clip, the optimizer's ``step()``; with float16
+  on CUDA one GradScaler for the step's optimizers;
+* compiled ("update" in ``compile.functions``): ONE graph (``backward()`` and ``step()`` would split it
+  in three): the loss with the parameters swapped in (``torch.func.functional_call``), gradients from
+  ``torch.func.grad_and_value``, and the clip and update as torch's formulas on the optimizer's own
+  state tensors, so checkpoints see an ordinary ``torch.optim`` state. Learning rates are tensors.
 
-The single-graph step knows Adam, AdamW, RMSprop and SGD; another optimizer, an option it does
-not write (``amsgrad``, ``maximize``, SGD's ``dampening``) or a GradScaler (its skipped steps are
-a host decision) keeps the eager step inside the compiled function, and the compile record shows
-the graph breaks that costs.
+The single-graph step knows Adam, AdamW, RMSprop and SGD; another optimizer, an option it does not
+write (``amsgrad``, ``maximize``, SGD's ``dampening``) or a GradScaler keeps the eager step inside
+the compiled function (the compile record shows its graph breaks).
 """
 
 from __future__ import annotations
@@ -64,10 +61,8 @@ def single_graph_refusal(optimizer: torch.optim.Optimizer) -> str | None:
 
 
 class Update:
-    """One gradient step of an algorithm, taken as the toggles say (see the module docstring).
-
-    Made by :meth:`Runtime.update`; call it with the step function's arguments.
-    """
+    """One gradient step of an algorithm, taken as the toggles say (module docstring); made by
+    :meth:`Runtime.update`, called with the step function's arguments."""
 
     def __init__(self, rt: Runtime, step: Callable[..., Any], modules: Mapping[str, nn.Module] | Iterable[nn.Module],
                  optimizers: Mapping[str, torch.optim.Optimizer] | Iterable[torch.optim.Optimizer],
@@ -78,31 +73,29 @@ class Update:
         self.optimizers = tuple(optimizers.values() if isinstance(optimizers, Mapping) else optimizers)
         for opt in self.optimizers:
             if rt.is_cuda and "capturable" in opt.defaults:
-                # step counters on the device: a step never waits for the host (a tensor learning rate
-                # would be read with .item() at every step), and a compiled step can be one device graph
+                # step counters on the device: no host sync per step, and a compiled step is one device graph
                 for group in opt.param_groups:
                     group["capturable"] = True
         self.scaler = rt.grad_scaler()
-        refusals = [r for r in map(single_graph_refusal, self.optimizers) if r]
+        refusal = "float16's GradScaler" if self.scaler is not None else next(
+            filter(None, map(single_graph_refusal, self.optimizers)), None)
         #: why the compiled step keeps backward() + step() (None: it is one graph, or the step is eager)
         self.eager_reason: str | None = None
         #: seeds trained together (rt.seeds): > 1 vmaps the whole step over them, which needs the single graph
         self.seeds = rt.seeds
         if self.seeds > 1:
-            if self.scaler is not None or refusals:
+            if refusal:
                 raise ValueError(f"seeds_per_job={self.seeds} takes each gradient step for every seed at once, "
-                                 "with the optimizer's formulas written in rlsweep.update; this step cannot: "
-                                 + ("float16's GradScaler" if self.scaler is not None else refusals[0]))
+                                 f"with the optimizer's formulas written in rlsweep.update; this step cannot: {refusal}")
             single_graph = True
         if single_graph is None:
             single_graph = rt.compiles(name)
-            if single_graph and (self.scaler is not None or refusals):
-                self.eager_reason = "float16's GradScaler" if self.scaler is not None else refusals[0]
+            if single_graph and refusal:
+                self.eager_reason = refusal
                 single_graph = False
         self.single_graph = single_graph
         self._root = Root(mods)
-        #: every parameter under its first name, listed once: the compiled step reads this tuple rather
-        #: than walking the modules, which dynamo would guard module by module on every call
+        #: every parameter under its first name, once: dynamo would guard a walk of the modules module by module
         self._params = tuple(self._root.named_parameters())
         names = {id(p): n for n, p in self._params}
         self._by_id = {**names, **{id(b): n for n, b in self._root.named_buffers()}}
@@ -115,14 +108,12 @@ class Update:
                                 f"of the modules given to rt.update ({', '.join(mods)}): hold each as an "
                                 f"nn.Parameter of one of them")
             self._names.append([names[id(p)] for p in params])
-        #: per optimizer, what the single-graph step reads: the same objects call after call (dynamo
-        #: guards on them), filled in place
+        #: per optimizer, what the single-graph step reads: the same objects every call, filled in place
         self._bound: list[Any] = [None] * len(self.optimizers)
         #: inside the vectorised step: one seed's (parameters and buffers by name, optimizer states)
         self._seed: tuple[dict[str, torch.Tensor], list[Any]] | None = None
         self._fn = rt.compile(step if self.seeds == 1 else self._vectorised, name)
-        #: the stacks the vectorised step reads, detached once: views of the same storage, which each
-        #: seed's step (and a checkpoint's load_state_dict) writes into
+        #: the stacks the vectorised step reads, detached once (views of the storage each seed's step writes)
         self._held = {n: t.detach() for n, t in (*self._params, *self._root.named_buffers())} if self.seeds > 1 else {}
 
     def __call__(self, *args: Any) -> Any:
@@ -142,11 +133,8 @@ class Update:
         return out
 
     def _vectorised(self, held: dict[str, torch.Tensor], states: list[Any], *args: Any) -> Any:
-        """The step once per seed, vectorised: every tensor argument and state tensor has the seeds first.
-
-        An optimizer's step counters are one scalar for all seeds (they step together); the rest of
-        its state and every parameter are stacked, and each seed's step writes into its own slices.
-        """
+        """The step once per seed, vmapped: tensor arguments and state have the seeds first (step counters,
+        one scalar for all seeds, excepted); each seed's step writes into its own slices."""
         def one_seed(own: dict[str, torch.Tensor], own_states: list[Any], *own_args: Any) -> Any:
             self._seed = (own, own_states)
             try:  # the whole step sees this seed's networks (a target computed before rt.minimize too)
@@ -161,8 +149,7 @@ class Update:
         return torch.func.vmap(one_seed, in_dims=(0, state_dims, *arg_dims))(held, states, *args)
 
     def current(self, tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
-        """``tensors`` (parameters of the step's modules) as the step sees them now: inside the
-        vectorised step, this seed's slices of them; else themselves."""
+        """``tensors`` (the step's parameters) as the step sees them: this seed's slices inside the vmapped step."""
         if self._seed is None:
             return list(tensors)
         own = self._seed[0]
@@ -199,17 +186,15 @@ class Update:
         frozen = {n: p.detach() for n, p in self._params} if self._seed is None else self._seed[0]
 
         def loss_of(own: dict[str, torch.Tensor]) -> Any:
-            # each parameter is swapped once, under its first name: a module held twice (PPO's Atari
-            # encoder, in its actor and its critic) is one object, and swapping it under both names
-            # would put a transformed tensor back into it afterwards
+            # each parameter swapped once, under its first name: swapping a module held twice (PPO's Atari
+            # encoder) under both names would put a transformed tensor back into it
             return torch.func.functional_call(self._root, {**frozen, **own}, (loss_fn,), tie_weights=False)
 
         grads, out = torch.func.grad_and_value(loss_of, has_aux=has_aux)({n: frozen[n] for n in names})
         grad_list = [grads[n] for n in names]
         if max_grad_norm is not None:
             grad_list = clip_grad_norm(grad_list, max_grad_norm)
-        # the groups as _refresh last copied them: torch.optim's own dicts are not read here, as a
-        # learning-rate schedule writes into them at every step and dynamo would guard on them
+        # the groups as _refresh copied them: dynamo would guard on torch.optim's dicts, which a schedule writes
         groups, lrs, states, _, _ = self._bound[index]
         if self._seed is not None:  # this seed's slices of the stacked parameters and state
             states = self._seed[1][index]
@@ -220,18 +205,14 @@ class Update:
                 params = [frozen[n] for n in names[start:end]]
             _STEPS[type(optimizer)](params, grad_list[start:end], state, hyper, lr)
             start = end
-        if has_aux:
-            loss, aux = out
-            return loss.detach(), aux
-        return out.detach()
+        loss, aux = out if has_aux else (out, None)
+        return (loss.detach(), aux) if has_aux else loss.detach()
 
     def _refresh(self, index: int) -> None:
         """Bring ``self._bound[index]`` up to date with optimizer ``index``: (groups, learning rates, state).
 
-        The groups (parameters, hyper-parameters but the learning rate) are constants of the graph:
-        replaced, they recompile. A float learning rate is copied into a tensor, so a schedule
-        changes a value, not the graph; a state loaded from a checkpoint is copied into the state
-        tensors the graph holds, so a resumed job does not recompile.
+        The groups are constants of the graph (replaced, they recompile); a float learning rate is
+        copied into a tensor and a loaded state into the graph's state tensors, which do not recompile.
         """
         opt = self.optimizers[index]
         bound = self._bound[index]
@@ -259,17 +240,13 @@ class Update:
                         if m is not t:
                             m.copy_(t)
                             opt.state[p][key] = m
-        # what the groups held at this refresh, compared with them before the next step; a tensor
-        # learning rate compares by identity (no device sync), a float by value
+        # what the groups held, compared before the next step (a tensor lr by identity: no device sync)
         self._bound[index] = (groups, lrs, states, opt.state, [dict(g) for g in opt.param_groups])
 
 
 def _state_lists(opt: torch.optim.Optimizer, group: dict[str, Any]) -> list[list[torch.Tensor]]:
-    """``group``'s state per key (parallel lists over its parameters), created as torch.optim creates it.
-
-    A capturable optimizer's state tensors are marked as static addresses, as torch.optim does when
-    compiled, so a CUDA graph updates them in place instead of skipping the graph for mutated inputs.
-    """
+    """``group``'s state per key (parallel lists over its parameters), created as torch.optim creates it;
+    a capturable optimizer's marked as static addresses, so a CUDA graph updates them in place."""
     keys = _STATE_KEYS[type(opt)](group)
     capturable = group.get("capturable", False)
     for p in group["params"]:
@@ -296,8 +273,7 @@ def clip_grad_norm(grads: Sequence[torch.Tensor], max_norm: float) -> list[torch
 
 # -- the optimizers' updates: torch.optim's single-tensor formulas on its state ---------------------
 # Each result is computed out of place and copied into the state: the same values as torch.optim's
-# in-place lerp_/addcmul_/addcdiv_, and under vmap (seeds_per_job > 1) those in-place ops have no
-# batching rule, so vmap would run them seed by seed.
+# in-place ops, which have no batching rule under vmap (seeds_per_job > 1).
 @torch.no_grad()
 def _adam(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], state: list[list[torch.Tensor]],
           group: dict[str, Any], lr: torch.Tensor, decoupled: bool = False) -> None:
@@ -364,7 +340,6 @@ _STEPS: dict[type[torch.optim.Optimizer], Callable[..., None]] = {
 
 
 def _once(scalars: torch.Tensor) -> torch.Tensor:
-    """``scalars``, computed once per call: inductor inlines scalar pointwise math into each kernel
-    that reads it, and Adam's two ``pow`` for every vector of every parameter would be most of its
-    step's cost (docs/results/profiling.md). A reduction is always its own buffer."""
+    """``scalars``, computed once: a reduction is its own buffer, where inductor would inline Adam's two
+    ``pow`` into every parameter's kernel (docs/results/profiling.md)."""
     return scalars.unsqueeze(-1).amax(-1)

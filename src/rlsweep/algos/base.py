@@ -11,8 +11,8 @@ import torch
 
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import ACTIVATIONS, AlgoConfig, TrainConfig, choice_errors, hyper_parameter_errors, positive_errors
-from rlsweep.envs import finished_episodes
-from rlsweep.runtime import NonFiniteLossError, Runtime
+from rlsweep.envs import env_seeds, finished_episodes
+from rlsweep.runtime import NonFiniteLossError, Runtime, check_finite  # noqa: F401 - re-exported (rlsweep.api)
 from rlsweep.timing import PhaseTimer
 
 
@@ -73,10 +73,8 @@ class Algorithm(ABC):
 
     @abstractmethod
     def iteration(self) -> dict[str, float]:
-        """Collect ``iteration_env_steps`` steps and update; return scalar training metrics.
-
-        The metrics include ``updated`` (1.0 when the iteration made gradient steps).
-        """
+        """Collect ``iteration_env_steps`` steps and update; return scalar training metrics, ``updated``
+        (1.0 when the iteration made gradient steps) among them."""
 
     @abstractmethod
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
@@ -97,42 +95,43 @@ class Algorithm(ABC):
     def load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`extra_state` returned."""
 
+    def replay_state(self) -> dict[str, Any]:
+        """An off-policy algorithm's :meth:`extra_state`: ``self.buffer``, the exploration generators
+        ``self.rngs`` (numpy, one per seed) and ``self.next_obs``."""
+        return {"buffer": self.buffer.state_dict(), "rngs": [rng.bit_generator.state for rng in self.rngs],
+                "next_obs": self.next_obs}
+
+    def load_replay_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`replay_state` returned."""
+        self.buffer.load_state_dict(state["buffer"])
+        for rng, rng_state in zip(self.rngs, state["rngs"] if "rngs" in state else [state["rng"]], strict=True):
+            rng.bit_generator.state = rng_state
+        self.next_obs = state["next_obs"]
+
     def record_episodes(self, finished: list[tuple[Any, ...]]) -> None:
-        """Note episodes that ended now: ``(return, length)`` pairs (``finished_episodes(info)``), or
-        ``(return, length, env index)`` (``finished_episodes(info, by_env=True)``), which a job that
-        trains several seeds needs to tell whose episode it was."""
+        """Note episodes that ended now: ``finished_episodes(info)``'s ``(return, length)`` pairs, or with
+        ``by_env=True`` (which several seeds need) ``(return, length, env index)``."""
         per_seed = self.envs.num_envs // self.rt.seeds
         for ret, length, *env in finished:
             self.episodes.append((ret, length, self.env_steps, env[0] // per_seed if env else 0))
 
     @property
     def reset_seed(self) -> int | list[int]:
-        """What ``envs.reset(seed=...)`` takes to seed every env as a job of its seed alone seeds them:
-        the job's seed (env ``i`` gets ``seed + i``), or with several seeds one per env."""
-        seeds = self.rt.seed_values
-        if len(seeds) == 1:
-            return seeds[0]
-        per_seed = self.envs.num_envs // len(seeds)
-        return [s + i for s in seeds for i in range(per_seed)]
+        """What ``envs.reset(seed=...)`` takes to seed every env as a job of its seed alone seeds them."""
+        return env_seeds(self.rt.seed_values, self.envs.num_envs)
 
     def to_device(self, batch: dict[str, np.ndarray], obs_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-        """A replay batch's fields copied to the device (``rt.h2d``: pin_memory, non_blocking), timed as "h2d".
-
-        ``obs_dtype`` converts the observation fields (those ending in ``obs``) on the way.
-        """
+        """A replay batch's fields copied to the device (``rt.h2d``), timed as "h2d"; ``obs_dtype`` converts
+        the observation fields (those ending in ``obs``)."""
         t = self.timer.start()
         out = {k: self.rt.h2d(v, obs_dtype if k.endswith("obs") else None) for k, v in batch.items()}
         self.timer.stop("h2d", t)
         return out
 
     def step_and_store(self, obs: np.ndarray, actions: np.ndarray, buffer: ReplayBuffer) -> np.ndarray:
-        """The off-policy collection step: step the envs with ``actions`` taken in ``obs``, store it, count it.
-
-        The env step is timed as ``env_step``. Each env's transition goes to ``buffer`` with its real
-        next observation: where an episode ended, the vector env has already reset that env, and
-        the observation the episode ended in is ``info["final_obs"]``. Returns the observation to
-        act on next.
-        """
+        """The off-policy collection step: step the envs with ``actions`` taken in ``obs`` (timed "env_step"),
+        store each env's transition with its real next observation (``info["final_obs"]`` where an
+        episode ended), count it; returns the observation to act on next."""
         t = self.timer.start()
         obs_after, reward, terminated, truncated, info = self.envs.step(actions)
         self.timer.stop("env_step", t)
@@ -153,9 +152,3 @@ def seeds_together_refusal(cls: type[Algorithm]) -> str:
     return (f"seeds_per_job > 1: {cls.__name__} cannot train several seeds together: it does not set "
             "seeds_together = True (an algorithm written for it builds its networks with rt.per_seed and draws "
             "its random numbers with rt.draw; docs/guide/seeds.md); use seeds_per_job=1")
-
-
-def check_finite(loss: torch.Tensor, update: int) -> None:
-    """One host sync per call: use once per iteration on the accumulated losses."""
-    if not bool(torch.isfinite(loss).all()):
-        raise NonFiniteLossError(f"non-finite loss at update {update}")

@@ -10,11 +10,9 @@ The math. A Q-network ``Q(s, .)`` and its slowly updated copy ``Q'``:
   with the gradients' global norm clipped to ``max_grad_norm``;
 - every ``target_update_interval`` env steps ``Q' <- Q' + tau (Q - Q')`` (tau = 1: a copy).
 
-Semantics follow Stable-Baselines3, so its hyper-parameters mean the same here. Image
-observations get the Nature-DQN CNN (``algo.encoder``); frames stay uint8 in the replay buffer
-(stored once) and in every copy to the device. A training burst samples its batches at once and
-copies them to the device in one copy per field; the target network does not change during a
-burst, so its forward runs once for all the burst's batches.
+Semantics follow Stable-Baselines3, so its hyper-parameters mean the same here. Image observations
+get the Nature-DQN CNN (``algo.encoder``), as uint8 frames up to the device. A training burst
+samples and copies its batches at once, and runs the (unchanging) target network once for them all.
 """
 
 from __future__ import annotations
@@ -165,10 +163,10 @@ class DQN(Algorithm):
         # then one (seeds, batch, ...) argument of the step, vmapped over the seeds
         batches = self.buffer.sample(a.batch_size, a.gradient_steps)
         dev = self.to_device(batches, self.obs_dtype)
-        t = timer.start()
-        next_q_target = self._next_q_target(dev["next_obs"])
-        timer.stop("update", t)
         step_dim = 0 if self.rt.seeds == 1 else 1
+        t = timer.start()
+        next_q_target = self._next_q_target(dev["next_obs"], step_dim)
+        timer.stop("update", t)
         steps = zip(*(x.unbind(step_dim) for x in (dev["obs"], dev["actions"], dev["rewards"], dev["next_obs"],
                                                      next_q_target, dev["terminated"])), strict=True)
         for obs, actions, rewards, next_obs_b, next_q, terminated in steps:
@@ -186,14 +184,9 @@ class DQN(Algorithm):
             self._target_synced_at_update = self.updates
 
     @torch.no_grad()
-    def _next_q_target(self, next_obs: torch.Tensor) -> torch.Tensor:
-        """The target network's Q-values of a whole burst's next observations, ~512 rows per seed at a time.
-
-        Chunks, because a layer's activations then stay in cache: faster than one forward over the
-        whole burst, and than one per gradient step's batch (docs/results/profiling.md). A chunk is
-        whole gradient steps' batches of every seed, seed by seed (a stacked network's rows).
-        """
-        step_dim = 0 if self.rt.seeds == 1 else 1
+    def _next_q_target(self, next_obs: torch.Tensor, step_dim: int) -> torch.Tensor:
+        """The target network's Q-values of a whole burst's next observations, in chunks of whole steps'
+        batches of ~512 rows per seed: activations stay in cache (docs/results/profiling.md)."""
         batch = next_obs.shape[step_dim + 1]
         parts = next_obs.split(max(1, _TARGET_CHUNK_ROWS // batch), dim=step_dim)
         with self.rt.autocast():
@@ -208,17 +201,10 @@ class DQN(Algorithm):
         return {"optimizer": self.optimizer}
 
     def extra_state(self) -> dict[str, Any]:
-        return {"buffer": self.buffer.state_dict(), "rngs": [rng.bit_generator.state for rng in self.rngs],
-                "next_obs": self.next_obs, "vector_steps": self._vector_steps, "lr": float(self.lr)}
+        return {**self.replay_state(), "vector_steps": self._vector_steps}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.buffer.load_state_dict(state["buffer"])
-        for rng, rng_state in zip(self.rngs, state["rngs"] if "rngs" in state else [state["rng"]], strict=True):
-            rng.bit_generator.state = rng_state
-        self.next_obs = state["next_obs"]
+        self.load_replay_state(state)
         self._vector_steps = state["vector_steps"]
         self._target_synced_at_update = -1  # unknown: the next target update copies
-        self.lr.fill_(state["lr"])
-        for group in self.optimizer.param_groups:  # loading optimizer state replaced the lr tensor
-            group["lr"] = self.lr
 

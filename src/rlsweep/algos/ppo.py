@@ -14,11 +14,10 @@ or a Gaussian with a state-independent log std) and a value function ``V(s)``. P
   ``clip_vloss``); one Adam step, gradients' global norm clipped to ``max_grad_norm``, the
   learning rate annealed linearly to 0 (``anneal_lr``).
 
-Acting needs only the actor: the action is drawn on the host from its output and noise drawn
-for the whole rollout at once (Gumbel-max for logits, mean + std * noise for a Gaussian), and the
-values and log-probabilities of the rollout come after it, in batched forwards. Image observations
-(``algo.encoder``) get CleanRL's Atari network: one Nature-DQN CNN shared by the actor and critic
-heads; frames stay uint8 up to the device. Why each of these choices: docs/results/profiling.md.
+Acting runs only the actor; the action is drawn on the host with noise drawn for the whole rollout
+(Gumbel-max for logits, mean + std * noise for a Gaussian), and the rollout's values and
+log-probabilities come after it, batched. Image observations get CleanRL's Atari network (one
+Nature-DQN CNN under both heads), uint8 up to the device. Why: docs/results/profiling.md.
 """
 
 from __future__ import annotations
@@ -308,11 +307,8 @@ class PPO(Algorithm):
         return {"optimizer": self.optimizer}
 
     def extra_state(self) -> dict[str, Any]:
-        return {"next_obs": self.next_obs, "iterations_done": self.iterations_done, "lr": float(self.lr)}
+        return {"next_obs": self.next_obs, "iterations_done": self.iterations_done}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.next_obs = state["next_obs"]
         self.iterations_done = state["iterations_done"]
-        self.lr.fill_(state["lr"])
-        for group in self.optimizer.param_groups:  # loading optimizer state replaced the lr tensor
-            group["lr"] = self.lr

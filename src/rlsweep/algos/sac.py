@@ -229,11 +229,7 @@ class SAC(Algorithm):
         return {"actor_opt": self.actor_opt, "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt}
 
     def extra_state(self) -> dict[str, Any]:
-        return {"buffer": self.buffer.state_dict(), "rngs": [rng.bit_generator.state for rng in self.rngs],
-                "next_obs": self.next_obs}
+        return self.replay_state()
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.buffer.load_state_dict(state["buffer"])
-        for rng, rng_state in zip(self.rngs, state["rngs"] if "rngs" in state else [state["rng"]], strict=True):
-            rng.bit_generator.state = rng_state
-        self.next_obs = state["next_obs"]
+        self.load_replay_state(state)
