@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -10,38 +11,13 @@ from pathlib import Path
 
 from rlsweep.report.load import load_sweep
 from rlsweep.report.model import ReportInputError
+from rlsweep.report.overrides import split_override
 from rlsweep.report.render import render_table
 from rlsweep.report.stats import build_report
 from rlsweep.report.wandb_log import log_report
 from rlsweep.report.workspace import publish_workspace
 from rlsweep.report.write import write_report
 from rlsweep.status import settle_records, sweep_status
-
-
-def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m sweeps.report",
-        description="Summarise a sweep: per-cell throughput, speed-up vs baseline, "
-        "toggle effects, learning check, casualties.",
-    )
-    parser.add_argument("sweep_dir", help="Hydra multirun directory of the sweep")
-    parser.add_argument(
-        "--baseline",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="baseline cell, override-style (default: every toggle off; a swept hyper-parameter: "
-        "the config's default value, else the first value listed)",
-    )
-    parser.add_argument("--out", default=None, help="output folder (default: <sweep_dir>/report)")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument(
-        "--no-wandb",
-        action="store_true",
-        help="do not log the report to W&B (default: log it when the sweep's jobs did)",
-    )
-    return parser.parse_args(list(argv))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -53,21 +29,31 @@ def main(argv: Sequence[str]) -> int:
     Returns:
         0 when a report was produced (failed jobs included), 2 for bad input.
     """
+    parser = argparse.ArgumentParser(
+        prog="python -m sweeps.report",
+        description="Summarise a sweep: per-cell throughput, speed-up vs baseline, "
+        "toggle effects, learning check, casualties.",
+    )
+    parser.add_argument("sweep_dir", help="Hydra multirun directory of the sweep")
+    parser.add_argument("--baseline", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="baseline cell, override-style (default: every toggle off; a swept hyper-parameter: "
+                        "the config's default value, else the first value listed)")
+    parser.add_argument("--out", default=None, help="output folder (default: <sweep_dir>/report)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--no-wandb", action="store_true",
+                        help="do not log the report to W&B (default: log it when the sweep's jobs did)")
     try:
-        args = _parse_args(argv)
+        args = parser.parse_args(list(argv))
     except SystemExit as exc:  # argparse has already printed its message
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    baseline: dict[str, str] = {}
-    for item in args.baseline:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            print(f"error: bad --baseline item {item!r}: expected key=value", file=sys.stderr)
-            return 2
-        baseline[key.strip()] = value.strip()
-    try:  # records of Slurm jobs killed before they could finish them get Slurm's verdict first
+    baseline = dict(split_override(item) for item in args.baseline)
+    bad = next((item for item in args.baseline if "=" not in item or not split_override(item)[0]), None)
+    if bad is not None:
+        print(f"error: bad --baseline item {bad!r}: expected key=value", file=sys.stderr)
+        return 2
+    # records of Slurm jobs killed before they could finish them get Slurm's verdict first (best effort)
+    with contextlib.suppress(Exception):
         settle_records(sweep_status(args.sweep_dir))
-    except Exception:  # noqa: BLE001, S110 - best effort: the report reads the records as they are
-        pass
     try:
         sweep = load_sweep(args.sweep_dir)
         report = build_report(sweep, baseline or None)

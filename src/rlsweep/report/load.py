@@ -64,28 +64,17 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
     if not root.is_dir():
         raise ReportInputError(f"sweep dir is not a directory: {root}")
     notes: list[str] = []
-    jobs = [_folder_job(folder) for folder in job_folders(root)]
+    jobs = [_load_job(folder) for folder in job_folders(root)]
     expected_jobs, listed, defaults = _expected(root, jobs, notes)
     if not jobs:
-        raise ReportInputError(
-            f"no jobs found under {root}: no result.json, no .hydra job folders, no multirun.yaml"
-        )
+        raise ReportInputError(f"no jobs found under {root}: no result.json, no .hydra job folders, no multirun.yaml")
     jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, str(j.job_dir)))
     dims, toggle_dims = _assign_keys(jobs)
     notes += [f"{job.result_path}: schema_version {job.record.get('schema_version')} (expected {SCHEMA_VERSION}); "
               "read anyway" for job in jobs if job.record.get("schema_version") not in (None, SCHEMA_VERSION)]
-    return Sweep(
-        sweep_dir=root,
-        jobs=jobs,
-        dims=dims,
-        toggle_dims=toggle_dims,
-        expected_jobs=expected_jobs,
-        notes=notes,
-        wandb=wandb_target(jobs, root),
-        listed_values=listed,
-        config_defaults=defaults,
-        prepared=read_prepare(root),
-    )
+    return Sweep(sweep_dir=root, jobs=jobs, dims=dims, toggle_dims=toggle_dims, expected_jobs=expected_jobs,
+                 notes=notes, wandb=wandb_target(jobs, root), listed_values=listed, config_defaults=defaults,
+                 prepared=read_prepare(root))
 
 
 def _expected(
@@ -93,20 +82,18 @@ def _expected(
 ) -> tuple[int | None, dict[str, list[str]], dict[str, str]]:
     """What multirun.yaml says: adds the jobs it expects that are not in ``jobs``; returns how many it
     expects (None without it), each swept dimension's listed values and the config's own values."""
+    lists = None
     try:
         sweep_cfg = read_multirun(root)
-        if sweep_cfg is None:
-            return None, {}, {}
-        lists = multirun_lists(sweep_cfg)
-        if lists is None:
+        lists = multirun_lists(sweep_cfg) if sweep_cfg is not None else None
+        if sweep_cfg is not None and lists is None:
             notes.append(f"sweeper {multirun_hydra(sweep_cfg)[0]} chooses its jobs as it goes: the report has the "
                          "jobs it finds, none expected")
-            return None, {}, {}
     except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
         notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
-        return None, {}, {}
     except Exception as exc:  # noqa: BLE001 - any parser failure: the jobs from their folders, say so
         notes.append(f"multirun.yaml overrides not parsed by Hydra ({exc}); not used")
+    if lists is None:
         return None, {}, {}
     listed, defaults = _listed_and_defaults(lists, sweep_cfg)
     combos = expand_sweep(lists)
@@ -119,21 +106,13 @@ def _expected(
 # ------------------------------------------------------------------------- job folders
 
 
-def _folder_job(folder: Path) -> Job:
-    """The job of a job folder: from its result.json, or a missing one from Hydra's overrides.yaml."""
-    if (folder / RESULT_FILE).is_file():
-        return _load_job(folder)
-    return _missing_job(_read_hydra_overrides(folder) or [], num=job_num(folder), job_dir=folder,
-                        error_line="no result.json in job folder")
-
-
-def _read_hydra_overrides(job_dir: Path) -> list[str] | None:
-    path = job_dir / ".hydra" / "overrides.yaml"
+def _read_hydra_overrides(job_dir: Path) -> list[str]:
+    """Hydra's copy of the job's overrides (``.hydra/overrides.yaml``); [] without a readable one."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load((job_dir / ".hydra" / "overrides.yaml").read_text())
     except (OSError, yaml.YAMLError):
-        return None
-    return [str(x) for x in data] if isinstance(data, list) else None
+        return []
+    return [str(x) for x in data] if isinstance(data, list) else []
 
 
 def _missing_job(overrides: list[str], status: str = STATUS_MISSING, **fields: Any) -> Job:
@@ -142,35 +121,35 @@ def _missing_job(overrides: list[str], status: str = STATUS_MISSING, **fields: A
 
 
 def _load_job(job_dir: Path) -> Job:
+    """The job of a job folder: from its result.json, or a missing one from Hydra's overrides.yaml."""
     result_path = job_dir / RESULT_FILE
+    if not result_path.is_file():
+        return _missing_job(_read_hydra_overrides(job_dir), num=job_num(job_dir), job_dir=job_dir,
+                            error_line="no result.json in job folder")
     try:
         record = records.read_result(job_dir)
         if not isinstance(record, dict):
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
-        return _missing_job(_read_hydra_overrides(job_dir) or [], STATUS_FAILED, num=job_num(job_dir), job_dir=job_dir,
+        return _missing_job(_read_hydra_overrides(job_dir), STATUS_FAILED, num=job_num(job_dir), job_dir=job_dir,
                             result_path=result_path, error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
     overrides = record.get("overrides")
     if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
-        overrides = _read_hydra_overrides(job_dir) or []
+        overrides = _read_hydra_overrides(job_dir)
     overrides = [str(o) for o in overrides]
     raw_status = str(record.get("status") or "unknown")
     # running: a partial sweep, no result yet (sweeps.status tells running from killed); any other: failed
     statuses = {STATUS_OK: STATUS_OK, STATUS_INTERRUPTED: STATUS_INTERRUPTED, STATUS_RUNNING: STATUS_MISSING}
     status = statuses.get(raw_status, STATUS_FAILED)
-    error_line = None
-    if status != STATUS_OK:
-        error_line = last_line(record.get("error")) or (
-            "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text"
-        )
-        if status == STATUS_MISSING:
-            error_line = "no result yet: still running, or killed before it wrote one (see python -m sweeps.status)"
-        elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
-            error_line = f"status {raw_status!r}: {error_line}"
-    seed = record.get("seed")
-    seed_text = norm_value(seed) if seed is not None else override_dims(overrides)[1]
-    return Job(status=status, overrides=overrides, seed=seed_text, num=job_num(job_dir, record), job_dir=job_dir,
-               result_path=result_path, record=record, error_line=error_line)
+    error_line = last_line(record.get("error")) or (
+        "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text")
+    if status == STATUS_MISSING:
+        error_line = "no result yet: still running, or killed before it wrote one (see python -m sweeps.status)"
+    elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
+        error_line = f"status {raw_status!r}: {error_line}"
+    seed = norm_value(record["seed"]) if record.get("seed") is not None else override_dims(overrides)[1]
+    return Job(status=status, overrides=overrides, seed=seed, num=job_num(job_dir, record), job_dir=job_dir,
+               result_path=result_path, record=record, error_line=None if status == STATUS_OK else error_line)
 
 
 def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
@@ -222,12 +201,9 @@ def _listed_and_defaults(
         if len(options) < 2 or not dim or dim == "seed" or key.startswith("hydra"):
             continue
         listed[dim] = [norm_value(split_override(o)[1]) for o in options]
-        if key.lstrip("+~") in choices:
-            value: Any = choices[key.lstrip("+~")]
-        else:
-            value = _select(cfg, "env.id" if dim == "env_id" else dim)
-            if value is _ABSENT:
-                value = _select(cfg, f"toggles.{dim}")
+        group = key.lstrip("+~")
+        value = choices[group] if group in choices else _select(cfg, "env.id" if dim == "env_id" else dim,
+                                                                 f"toggles.{dim}")
         if value is not _ABSENT and not isinstance(value, (dict, list)):
             defaults[dim] = norm_value(value)
     return listed, defaults
@@ -236,14 +212,17 @@ def _listed_and_defaults(
 _ABSENT = object()
 
 
-def _select(cfg: Any, dotted: str) -> Any:
-    """The value at a dotted path of a plain config dict, or ``_ABSENT``."""
-    node = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _ABSENT
-        node = node[part]
-    return node
+def _select(cfg: Any, *paths: str) -> Any:
+    """The value at the first of the dotted ``paths`` a plain config dict has, or ``_ABSENT``."""
+    for dotted in paths:
+        node = cfg
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return node
+    return _ABSENT
 
 
 def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) -> list[Job]:

@@ -28,9 +28,8 @@ _MEDIAN_SE = 1.2533
 
 def finite(value: Any) -> float | None:
     """A finite float, or None for anything else (None, NaN, text, bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        return None
-    return float(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+    return float(value) if ok else None
 
 
 def positive_int(value: Any) -> int:
@@ -126,15 +125,11 @@ def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
 
 def parse_time(text: Any) -> float | None:
     """A record's ISO 8601 UTC time (``2026-11-29T21:00:00.123Z``) as POSIX seconds; None if absent."""
-    if not isinstance(text, str) or not text:
-        return None
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    except (AttributeError, TypeError, ValueError):  # not text, or not a time
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.timestamp()
+    return (when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
 @dataclass
@@ -230,11 +225,9 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     concurrent = max_concurrent(timed)
     launchers = sorted({str(section(s.job.record, "job").get("launcher") or UNKNOWN) for s in timed})
     limits = sorted({str(m) for s in timed if (m := section(s.job.record, "job").get("max_parallel"))})
-    base = {"n_timed_jobs": len(timed), "max_concurrent": concurrent, "launchers": launchers,
-            "max_parallel": limits}
+    base = {"n_timed_jobs": len(timed), "max_concurrent": concurrent, "launchers": launchers, "max_parallel": limits}
     if len(timed) < 2:
-        return {**base, "order": "unknown",
-                "text": "unknown: fewer than two jobs carry start and end times"}
+        return {**base, "order": "unknown", "text": "unknown: fewer than two jobs carry start and end times"}
     cells = [tuple(s.job.key.get(d, UNKNOWN) for d in dims) for s in timed]
     seeds = [s.job.seed for s in timed]
 

@@ -100,75 +100,46 @@ class ReportInputError(ValueError):
 
 @dataclass
 class WandbTarget:
-    """Where the report's W&B run goes: the same project and group as the sweep's jobs.
+    """Where the report's W&B run goes: the same project and group as the sweep's jobs."""
 
-    Attributes:
-        mode: "offline" or "online" (a sweep logged with "disabled" gets no target).
-        project: The jobs' W&B project.
-        entity: The jobs' W&B entity (None: the default one).
-        group: The jobs' W&B group (see :func:`rlsweep.report.wandb_log.wandb_group`).
-        dir: The folder the jobs' W&B runs went under (``logger.dir`` or WANDB_DIR); None: each
-            job's own folder, and the report's run goes under the report folder.
-    """
-
-    mode: str
-    project: str | None
-    entity: str | None
-    group: str
+    mode: str  # "offline" or "online" (a sweep logged with "disabled" gets no target)
+    project: str | None  # the jobs' W&B project
+    entity: str | None  # the jobs' W&B entity (None: the default one)
+    group: str  # the jobs' W&B group (see rlsweep.report.wandb_log.wandb_group)
+    # the folder the jobs' W&B runs went under (logger.dir or WANDB_DIR); None: each job's own
+    # folder, and the report's run goes under the report folder
     dir: str | None = None
 
 
 @dataclass
 class Job:
-    """One job of the sweep, whether it produced a result or not.
+    """One job of the sweep, whether it produced a result or not."""
 
-    Attributes:
-        status: "ok", "failed", "interrupted" or "missing".
-        overrides: The job's Hydra override strings (``key=value``).
-        seed: The job's seed as text, or None when unknown.
-        num: Hydra job number, or None when unknown.
-        job_dir: The job's output folder, or None for a job that never started.
-        result_path: Path of ``result.json``, or None when there is none.
-        record: The parsed ``result.json`` (empty for missing or unreadable jobs).
-        error_line: Last line of the error traceback for failed jobs.
-        key: The job's cell dimensions (dimension -> normalised value).
-    """
-
-    status: str
-    overrides: list[str]
-    seed: str | None = None
-    num: int | None = None
-    job_dir: Path | None = None
-    result_path: Path | None = None
-    record: dict[str, Any] = field(default_factory=dict, repr=False)
-    error_line: str | None = None
-    key: dict[str, str] = field(default_factory=dict)
+    status: str  # "ok", "failed", "interrupted" or "missing"
+    overrides: list[str]  # the job's Hydra override strings (key=value)
+    seed: str | None = None  # as text; None when unknown
+    num: int | None = None  # the Hydra job number; None when unknown
+    job_dir: Path | None = None  # the job's output folder; None for a job that never started
+    result_path: Path | None = None  # the path of its result.json; None when there is none
+    record: dict[str, Any] = field(default_factory=dict, repr=False)  # the parsed result.json ({}: none, unreadable)
+    error_line: str | None = None  # the last line of a failed job's error traceback
+    key: dict[str, str] = field(default_factory=dict)  # its cell dimensions (dimension -> normalised value)
 
 
 @dataclass
 class Sweep:
-    """All jobs of one sweep directory.
-
-    Attributes:
-        sweep_dir: The sweep directory.
-        jobs: Every job found or expected, ordered by job number.
-        dims: Cell dimensions, context dimensions first, then toggle dimensions.
-        toggle_dims: The subset of ``dims`` that are optimization toggles.
-        expected_jobs: Number of jobs in the ``multirun.yaml`` expansion, if present.
-        notes: Remarks about how the sweep was read.
-        wandb: Where the jobs logged to W&B (None: they did not).
-        listed_values: Per swept dimension (``multirun.yaml``), its values in the order listed.
-        config_defaults: Per swept dimension, the value the config has without the sweep.
-    """
+    """All jobs of one sweep directory."""
 
     sweep_dir: Path
-    jobs: list[Job]
-    dims: list[str]
-    toggle_dims: list[str]
-    expected_jobs: int | None = None
-    notes: list[str] = field(default_factory=list)
-    wandb: WandbTarget | None = None
+    jobs: list[Job]  # every job found or expected, ordered by job number
+    dims: list[str]  # cell dimensions, context dimensions first, then toggle dimensions
+    toggle_dims: list[str]  # the subset of dims that are optimization toggles
+    expected_jobs: int | None = None  # the number of jobs in the multirun.yaml expansion, if present
+    notes: list[str] = field(default_factory=list)  # remarks about how the sweep was read
+    wandb: WandbTarget | None = None  # where the jobs logged to W&B (None: they did not)
+    # per swept dimension (multirun.yaml), its values in the order listed
     listed_values: dict[str, list[str]] = field(default_factory=dict)
+    # per swept dimension, the value the config has without the sweep
     config_defaults: dict[str, str] = field(default_factory=dict)
     prepared: dict[str, Any] | None = None  # the sweep's prepare.json (rlsweep.prepare), None without one
 
@@ -259,11 +230,8 @@ class CellSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready numbers (per-iteration values and curves left out)."""
-        out = dict(self.__dict__)
-        out.pop("iteration_env_steps_per_s")
-        out.pop("curves")
-        out["n_iterations"] = len(self.iteration_env_steps_per_s)
-        return out
+        out = {k: v for k, v in self.__dict__.items() if k not in ("iteration_env_steps_per_s", "curves")}
+        return {**out, "n_iterations": len(self.iteration_env_steps_per_s)}
 
 
 @dataclass
@@ -277,35 +245,20 @@ class PairRatio:
 
 @dataclass
 class MarginalEffect:
-    """Effect of changing one toggle from its baseline value to another value.
+    """Effect of changing one toggle from its baseline value to another value."""
 
-    Attributes:
-        toggle: The toggle dimension (e.g. ``compile`` or ``backend.num_threads``).
-        from_value: The baseline value.
-        to_value: The changed value.
-        effect: Geometric mean of the pair ratios (``None`` without pairs).
-        ci_low: Lower 95% bootstrap bound.
-        ci_high: Upper 95% bootstrap bound.
-        ci_method: "seeds", "iterations", "mixed" or None.
-        n_pairs: Number of usable pairs.
-        pairs: The pair ratios.
-        skipped: Why candidate pairs were not used.
-        rank: 1 = pays most.
-        clean: False when a pair's cell carries a measurement flag (see ``FLAG_RULE``).
-    """
-
-    toggle: str
-    from_value: str
-    to_value: str
-    effect: float | None = None
-    ci_low: float | None = None
+    toggle: str  # the toggle dimension (e.g. compile or backend.num_threads)
+    from_value: str  # the baseline value
+    to_value: str  # the changed value
+    effect: float | None = None  # the geometric mean of the pair ratios (None without pairs)
+    ci_low: float | None = None  # its 95% bootstrap interval
     ci_high: float | None = None
-    ci_method: str | None = None
-    n_pairs: int = 0
+    ci_method: str | None = None  # "seeds", "iterations", "mixed" or None
+    n_pairs: int = 0  # the number of usable pairs
     pairs: list[PairRatio] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    rank: int | None = None
-    clean: bool | None = None
+    skipped: list[str] = field(default_factory=list)  # why candidate pairs were not used
+    rank: int | None = None  # 1 = pays most
+    clean: bool | None = None  # False when a pair's cell carries a measurement flag (see FLAG_RULE)
 
     @property
     def label(self) -> str:
@@ -314,12 +267,8 @@ class MarginalEffect:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        out = {k: v for k, v in self.__dict__.items() if k != "pairs"}
-        out["label"] = self.label
-        out["pairs"] = [
-            {"without": p.without, "with": p.with_, "ratio": p.ratio} for p in self.pairs
-        ]
-        return out
+        return {**{k: v for k, v in self.__dict__.items() if k != "pairs"}, "label": self.label,
+                "pairs": [{"without": p.without, "with": p.with_, "ratio": p.ratio} for p in self.pairs]}
 
 
 @dataclass
@@ -335,54 +284,32 @@ class Casualty:
 
 @dataclass
 class Report:
-    """Everything ``write_report`` and ``render_table`` need; pure data.
-
-    Attributes:
-        sweep_dir: The sweep directory.
-        baseline_spec: Baseline dimension values that were matched.
-        baseline_labels: Labels of the baseline cell(s) (one per context).
-        varied_dims: Dimensions that vary across the sweep (they label the cells).
-        cells: One summary per cell, baseline cells first.
-        marginal_effects: Toggle effects ranked by effect, largest first.
-        casualties: Failed, interrupted and missing jobs.
-        notes: Remarks (fingerprints, duplicates, expansion mismatches, ...).
-        n_jobs: Number of jobs (found and expected).
-        expected_jobs: Size of the multirun.yaml expansion, if known.
-        n_bootstrap: Bootstrap resamples used for CIs.
-        bootstrap_seed: RNG seed for the bootstrap.
-        wandb: Where the sweep's jobs logged to W&B; the report's run goes there too.
-        run_order: How the jobs ran: ``order`` (``seed-major``, ``cell-major``, ``mixed``,
-            ``single seed``, ``single cell`` or ``unknown``), ``max_concurrent`` jobs, ``text``.
-        baseline_reasons: Per baseline dimension, why it has that value (``toggle off``,
-            ``the config's default``, ``chosen with --baseline``, ...).
-    """
+    """Everything ``write_report`` and ``render_table`` need; pure data."""
 
     sweep_dir: Path
-    baseline_spec: dict[str, str]
-    baseline_labels: list[str]
-    varied_dims: list[str]
-    cells: list[CellSummary]
-    marginal_effects: list[MarginalEffect]
-    casualties: list[Casualty]
-    notes: list[str]
-    n_jobs: int
-    expected_jobs: int | None
-    n_bootstrap: int
-    bootstrap_seed: int
-    wandb: WandbTarget | None = None
+    baseline_spec: dict[str, str]  # the baseline dimension values that were matched
+    baseline_labels: list[str]  # the labels of the baseline cell(s) (one per context)
+    varied_dims: list[str]  # the dimensions that vary across the sweep (they label the cells)
+    cells: list[CellSummary]  # one summary per cell, baseline cells first
+    marginal_effects: list[MarginalEffect]  # toggle effects ranked by effect, largest first
+    casualties: list[Casualty]  # failed, interrupted and missing jobs
+    notes: list[str]  # remarks (fingerprints, duplicates, expansion mismatches, ...)
+    n_jobs: int  # the number of jobs (found and expected)
+    expected_jobs: int | None  # the size of the multirun.yaml expansion, if known
+    n_bootstrap: int  # bootstrap resamples per CI
+    bootstrap_seed: int  # the bootstrap's RNG seed
+    wandb: WandbTarget | None = None  # where the sweep's jobs logged to W&B; the report's run goes there too
+    # how the jobs ran: order (seed-major, cell-major, mixed, single seed, single cell or unknown),
+    # max_concurrent jobs, text
     run_order: dict[str, Any] = field(default_factory=dict)
+    # per baseline dimension, why it has that value (toggle off, the config's default, chosen with --baseline, ...)
     baseline_reasons: dict[str, str] = field(default_factory=dict)
     prepared: dict[str, Any] | None = None  # the sweep's prepare.json (rlsweep.prepare), None without one
 
     @property
     def counts(self) -> dict[str, int]:
         """Jobs per status: ok, failed (interrupted included), interrupted, missing."""
-        return {
-            "ok": sum(c.n_ok for c in self.cells),
-            "failed": sum(c.n_failed for c in self.cells),
-            "interrupted": sum(c.n_interrupted for c in self.cells),
-            "missing": sum(c.n_missing for c in self.cells),
-        }
+        return {k: sum(getattr(c, f"n_{k}") for c in self.cells) for k in ("ok", "failed", "interrupted", "missing")}
 
     @property
     def baseline_why(self) -> str:
@@ -409,17 +336,10 @@ class Report:
                 "counts": self.counts,
                 "cells": [c.to_dict() for c in self.cells],
                 "marginal_effects": [m.to_dict() for m in self.marginal_effects],
-                "learning_flags": [
-                    {"cell": c.label, "note": c.learning_note}
-                    for c in self.cells
-                    if c.learning_flag
-                ],
+                "learning_flags": [{"cell": c.label, "note": c.learning_note} for c in self.cells if c.learning_flag],
                 "run_order": self.run_order,
-                "measurement_flags": [
-                    {"cell": c.label, "flags": c.flags, "notes": c.flag_notes}
-                    for c in self.cells
-                    if c.flags
-                ],
+                "measurement_flags": [{"cell": c.label, "flags": c.flags, "notes": c.flag_notes}
+                                      for c in self.cells if c.flags],
                 "casualties": [c.__dict__ for c in self.casualties],
                 "notes": self.notes,
                 "methods": {

@@ -74,24 +74,17 @@ def override_dims(overrides: Iterable[str]) -> tuple[dict[str, str], str | None]
     """Cell dimensions and seed named by a job's overrides."""
     dims: dict[str, str] = {}
     seed = None
-    for text in overrides:
-        key, value = split_override(text)
-        k = norm_key(key)
-        if not k or k == "backend":  # a backend group is represented by backend.* dims
-            continue
-        if k == "seed":
+    for key, value in map(split_override, overrides):
+        if (k := norm_key(key)) == "seed":
             seed = norm_value(value)
-            continue
-        dims[k] = norm_value(value)
+        elif k and k != "backend":  # a backend group is represented by backend.* dims
+            dims[k] = norm_value(value)
     return dims, seed
 
 
 def record_dims(record: dict[str, Any]) -> dict[str, str]:
     """Cell dimensions stated by a result record (algo, env_id, toggle values)."""
-    dims: dict[str, str] = {}
-    for name in ("algo", "env_id"):
-        if record.get(name) is not None:
-            dims[name] = norm_value(record[name])
+    dims = {name: norm_value(record[name]) for name in ("algo", "env_id") if record.get(name) is not None}
     toggles = record.get("toggles")
     if isinstance(toggles, dict):
         for name, entry in toggles.items():

@@ -42,11 +42,12 @@ NOT_CLEAN_COLOR = "#c0392b"
 LEARNING_COLOR = "#7b2cbf"
 
 
-def _errors(cells: list[CellSummary], value: str, low: str, high: str) -> np.ndarray:
-    """Asymmetric error bars (2 x n) from a cell's ratio and its CI; 0 where there is no CI."""
+def _errors(cells: list[CellSummary], prefix: str) -> np.ndarray:
+    """Asymmetric error bars (2 x n) from a cell's ratio and its CI (``prefix``: "" for the steady
+    state's, "end_to_end_"); 0 where there is no CI."""
     out = np.zeros((2, len(cells)))
     for i, c in enumerate(cells):
-        v, lo, hi = getattr(c, value), getattr(c, low), getattr(c, high)
+        v, lo, hi = (getattr(c, prefix + name) for name in ("ratio", "ci_low", "ci_high"))
         if v is not None and lo is not None and hi is not None and not c.is_baseline:
             out[0, i], out[1, i] = max(0.0, v - lo), max(0.0, hi - v)
     return out
@@ -65,12 +66,10 @@ def ratio_figure(report: Report) -> Any | None:
     ax = fig.add_subplot(1, 1, 1)
     ys = np.arange(len(cells))[::-1].astype(float)
     h = 0.38
-    steady = [c.ratio if c.ratio is not None else 0.0 for c in cells]
-    e2e = [c.end_to_end_ratio if c.end_to_end_ratio is not None else 0.0 for c in cells]
-    ax.barh(ys + h / 2, steady, height=h, color=STEADY_COLOR,
-            xerr=_errors(cells, "ratio", "ci_low", "ci_high"), capsize=3)
-    ax.barh(ys - h / 2, e2e, height=h, color=END_TO_END_COLOR,
-            xerr=_errors(cells, "end_to_end_ratio", "end_to_end_ci_low", "end_to_end_ci_high"), capsize=3)
+    for offset, prefix, color in ((h / 2, "", STEADY_COLOR), (-h / 2, "end_to_end_", END_TO_END_COLOR)):
+        ratios = [getattr(c, prefix + "ratio") for c in cells]
+        ax.barh(ys + offset, [r if r is not None else 0.0 for r in ratios], height=h, color=color,
+                xerr=_errors(cells, prefix), capsize=3)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(ys)
     ax.set_yticklabels([c.label + (" (baseline)" if c.is_baseline else "") for c in cells], fontsize=8)
@@ -79,12 +78,12 @@ def ratio_figure(report: Report) -> Any | None:
     xmax = max([1.0, *tops])
     for y, c, top, tick in zip(ys, cells, tops, ax.get_yticklabels()):
         marks = cell_marks(c)
-        for k, mark in enumerate(marks):  # beside the cell's bars, one above the other
-            color = LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR
+        colors = [LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR for mark in marks]
+        for k, (mark, color) in enumerate(zip(marks, colors)):  # beside the cell's bars, one above the other
             ax.text(top + 0.02 * xmax, y + (h / 2 - k * h if len(marks) > 1 else 0.0), mark, va="center",
                     ha="left", fontsize=8, fontweight="bold", color=color)
         if marks:  # the cell's name in its first mark's colour
-            tick.set_color(LEARNING_COLOR if marks[0] == "LEARNING" else NOT_CLEAN_COLOR)
+            tick.set_color(colors[0])
     ax.set_xlim(0, xmax * 1.6)  # room for the marks right of the bars
     ax.set_xlabel("ratio vs baseline (> 1: faster), 95% CI")
     ax.set_title("Speed-up vs baseline: steady state and end to end")

@@ -26,15 +26,11 @@ from rlsweep.report.model import (
 
 
 def _fmt(value: float | None, spec: str = ".4g") -> str:
-    if value is None:
-        return "-"
-    return format(value, spec)
+    return "-" if value is None else format(value, spec)
 
 
 def _ci_text(low: float | None, high: float | None) -> str:
-    if low is None or high is None:
-        return "-"
-    return f"[{low:.3f}, {high:.3f}]"
+    return "-" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
 
 
 def _return_text(cell: CellSummary) -> str:
@@ -46,12 +42,6 @@ def _return_text(cell: CellSummary) -> str:
     over = "seeds" if cell.final_return_iqr_over == "seeds" else "eval"
     return (f"{cell.final_return_median:.4g} "
             f"[IQR {cell.final_return_q25:.4g}, {cell.final_return_q75:.4g}; {over}]")
-
-
-def _ratio_text(cell: CellSummary) -> str:
-    """The steady-state ratio, marked when a measurement flag makes it not clean."""
-    text = _fmt(cell.ratio, ".3f")
-    return text + " (not clean)" if cell.ratio is not None and cell.ratio_clean is False else text
 
 
 def _unclean(cell: CellSummary) -> str | None:
@@ -78,16 +68,7 @@ def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
 TERMINAL_WIDTH = 120
 
 
-def _extremes(report: Report) -> tuple[CellSummary | None, CellSummary | None]:
-    rated = [c for c in report.cells if c.ratio is not None and not c.is_baseline]
-    if len(rated) < 2:
-        return None, None
-    best = max(rated, key=lambda c: c.ratio or 0.0)
-    worst = min(rated, key=lambda c: c.ratio or 0.0)
-    return (best, worst) if best is not worst else (None, None)
-
-
-def _short_ratio(ratio: float | None, low: float | None, high: float | None, baseline: bool,
+def _short_ratio(ratio: float | None, low: float | None, high: float | None, baseline: bool = False,
                  unit: str = "") -> str:
     """``1.65 [1.60, 1.70]``: two decimals for the terminal (summary.md keeps three)."""
     if ratio is None:
@@ -97,45 +78,32 @@ def _short_ratio(ratio: float | None, low: float | None, high: float | None, bas
     return f"{ratio:.2f}{unit} [{low:.2f}, {high:.2f}]"
 
 
-def _short_flags(cell: CellSummary) -> str:
-    """The flags column: only the marks; their reasons go to the notes under the table."""
-    marks = []
-    if _unclean(cell):
-        marks.append("NOT CLEAN")
-    if cell.learning_flag:
-        marks.append("LEARNING")
-    if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
-        marks.append("no ratio")
-    return ", ".join(marks)
-
-
 def cell_marks(cell: CellSummary, learning: str = "LEARNING") -> list[str]:
     """The marks the verdict and ratio.png put on a cell: NOT CLEAN (a measurement flag on it or its
     baseline) and ``learning`` (its final return differs from the baseline's)."""
-    marks = []
-    if why := _unclean(cell):
-        marks.append(f"NOT CLEAN ({why})")
-    if cell.learning_flag:
-        marks.append(learning)
-    return marks
+    why = _unclean(cell)
+    return ([f"NOT CLEAN ({why})"] if why else []) + ([learning] if cell.learning_flag else [])
+
+
+def _rated(report: Report) -> list[CellSummary]:
+    return [c for c in report.cells if c.ratio is not None and not c.is_baseline]
 
 
 def verdict_lines(report: Report) -> list[str]:
     """The first lines of the terminal summary: the best cell against its baseline (steady state
     and end to end, with intervals and whether clean), then the toggle that paid most."""
-    rated = [c for c in report.cells if c.ratio is not None and not c.is_baseline]
-    if not rated:
+    if not (rated := _rated(report)):
         if not report.baseline_spec:
             why = "no baseline: each cell stands alone"
-        elif not any(not c.is_baseline for c in report.cells):
+        elif all(c.is_baseline for c in report.cells):
             why = "the sweep has the baseline cell only"
         else:
-            notes = [c.ratio_note for c in report.cells if not c.is_baseline and c.ratio_note]
-            why = notes[0] if notes else "no cell has a ratio"
+            why = next((c.ratio_note for c in report.cells if not c.is_baseline and c.ratio_note),
+                       "no cell has a ratio")
         return [f"Verdict: no comparison: {why}."]
     best = max(rated, key=lambda c: (c.ratio or 0.0, c.label))
-    steady = _short_ratio(best.ratio, best.ci_low, best.ci_high, False, "x")
-    e2e = _short_ratio(best.end_to_end_ratio, best.end_to_end_ci_low, best.end_to_end_ci_high, False, "x")
+    steady = _short_ratio(best.ratio, best.ci_low, best.ci_high, unit="x")
+    e2e = _short_ratio(best.end_to_end_ratio, best.end_to_end_ci_low, best.end_to_end_ci_high, unit="x")
     if best.ci_low is not None and best.ci_low > 1.0:
         lead, caveat = "Verdict: ", ""
     elif best.ratio is not None and best.ratio > 1.0:
@@ -150,31 +118,10 @@ def verdict_lines(report: Report) -> list[str]:
     top = next((e for e in report.marginal_effects if e.rank == 1), None)
     if top is not None and top.effect is not None:
         clean = "" if top.clean is not False else ", NOT CLEAN"
-        lines.append(f"Toggle that pays most: {top.label}: {_short_ratio(top.effect, top.ci_low, top.ci_high, False, 'x')} steady "
+        effect = _short_ratio(top.effect, top.ci_low, top.ci_high, unit="x")
+        lines.append(f"Toggle that pays most: {top.label}: {effect} steady "
                      f"(geometric mean over {top.n_pairs} pair{'s' if top.n_pairs != 1 else ''}{clean})")
     return lines
-
-
-def _compile_text(cell: CellSummary) -> str:
-    """The timed jobs' compile seconds, and the cell's cold compile (the preparation's) in brackets."""
-    text = _fmt(cell.compile_s, ".2f")
-    return text if cell.cold_compile_s is None else f"{text} ({cell.cold_compile_s:.1f})"
-
-
-def _table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
-    header = ["cell", "ok", "steps/s", "steady [95% CI]", "end to end [95% CI]", "compile s", "return",
-              "flags"]
-    rows = [[
-        ("* " if cell.is_baseline else "  ") + cell.label,
-        f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
-        _fmt(cell.env_steps_per_s, ".1f"),
-        _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
-        _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high, cell.is_baseline),
-        _compile_text(cell),
-        _fmt(cell.final_return_median, ".4g"),
-        _short_flags(cell),
-    ] for cell in report.cells]
-    return header, rows
 
 
 def _wrap(text: str, width: int, indent: str = "", split_words: bool = True) -> list[str]:
@@ -215,8 +162,22 @@ def render_table(report: Report, color: bool) -> str:
     Returns:
         The rendered text (no trailing newline).
     """
-    header, rows = _table_rows(report)
-    best, worst = _extremes(report) if color else (None, None)
+    header = ["cell", "ok", "steps/s", "steady [95% CI]", "end to end [95% CI]", "compile s", "return", "flags"]
+    rows = [[
+        ("* " if cell.is_baseline else "  ") + cell.label,
+        f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
+        _fmt(cell.env_steps_per_s, ".1f"),
+        _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
+        _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high, cell.is_baseline),
+        # the timed jobs' compile seconds, and the cell's cold compile (the preparation's) in brackets
+        _fmt(cell.compile_s, ".2f") + (f" ({cell.cold_compile_s:.1f})" if cell.cold_compile_s is not None else ""),
+        _fmt(cell.final_return_median, ".4g"),
+        # only the marks: their reasons go to the notes under the table
+        ", ".join([m.partition(" (")[0] for m in cell_marks(cell)] + (["no ratio"] if _no_ratio(cell) else [])),
+    ] for cell in report.cells]
+    rated = _rated(report) if color else []  # the best ratio green, the worst red
+    best, worst = (f(rated, key=lambda c: c.ratio or 0.0, default=None) for f in (max, min))
+    paint = {} if best is worst else {id(best): 32, id(worst): 31}
     ratio_col = header.index("steady [95% CI]")
     widths, grid = _grid(header, rows, TERMINAL_WIDTH)
 
@@ -227,71 +188,56 @@ def render_table(report: Report, color: bool) -> str:
             for i, col in enumerate(cols):
                 text = col[k] if k < len(col) else ""
                 padded = text.ljust(widths[i]) if i in (0, len(cols) - 1) else text.rjust(widths[i])
-                if cell is not None and k == 0 and i in (0, ratio_col) and cell in (best, worst):
-                    padded = f"\x1b[1;{32 if cell is best else 31}m{padded}\x1b[0m"
+                if k == 0 and i in (0, ratio_col) and id(cell) in paint:
+                    padded = f"\x1b[1;{paint[id(cell)]}m{padded}\x1b[0m"
                 parts.append(padded)
             out.append("  ".join(parts).rstrip())
         return out
 
-    table = lines(grid[0])
-    for entry, cell in zip(grid[1:], report.cells):
-        table += lines(entry, cell)
-    table.append("(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)")
-    if any(c.cold_compile_s is not None for c in report.cells):
-        table.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
-                     " the cell's cold compile on an empty cache)")
-    head, tail = _terminal_head(report), _terminal_effects(report)
-    details = _terminal_details(report)
-    if details:
-        tail += ["", "Notes:", *details]
-    out = []
-    for line in [*head, *table, *tail]:
-        if "\x1b" in line:  # a table line: fits by construction (the escapes take no columns)
-            out.append(line)
-        else:
-            indent = " " * (len(line) - len(line.lstrip()) + 4)
-            out += _wrap(line, TERMINAL_WIDTH, indent, split_words=False)
-    return "\n".join(out)
-
-
-def _terminal_head(report: Report) -> list[str]:
     counts = report.counts
     expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
-    return [
+    text = [
         *verdict_lines(report), "",
         f"Sweep {report.sweep_dir}: {report.n_jobs} jobs{expected} "
         f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)",
         "Baseline: " + report.baseline_why,
         "Run order: " + (report.run_order.get("text") or "unknown"), "",
+        *lines(grid[0]), *[line for entry, cell in zip(grid[1:], report.cells) for line in lines(entry, cell)],
+        "(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)",
     ]
-
-
-def _terminal_effects(report: Report) -> list[str]:
-    if not report.marginal_effects:
-        return []
-    tail = ["", "Which toggle pays (geometric mean of pair ratios):"]
+    if any(c.cold_compile_s is not None for c in report.cells):
+        text.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
+                    " the cell's cold compile on an empty cache)")
+    if report.marginal_effects:
+        text += ["", "Which toggle pays (geometric mean of pair ratios):"]
     for eff in report.marginal_effects:
-        rank = f"{eff.rank}." if eff.rank else "-"
-        tail.append(
-            f"  {rank:>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
-            f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
-            + (f" ({eff.ci_method})" if eff.ci_method else "")
-            + (" (not clean)" if eff.clean is False else "")
-        )
-    return tail
+        text.append(f"  {f'{eff.rank}.' if eff.rank else '-':>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
+                    f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
+                    + (f" ({eff.ci_method})" if eff.ci_method else "") + (" (not clean)" if eff.clean is False else ""))
+    if details := _terminal_details(report):
+        text += ["", "Notes:", *details]
+    out: list[str] = []
+    for line in text:  # a painted table line fits by construction (the escapes take no columns)
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        out += [line] if "\x1b" in line else _wrap(line, TERMINAL_WIDTH, indent, split_words=False)
+    return "\n".join(out)
+
+
+def _no_ratio(cell: CellSummary) -> bool:
+    """A cell other than a baseline that has no ratio, and a note why."""
+    return cell.ratio is None and bool(cell.ratio_note) and not cell.is_baseline
 
 
 def _terminal_details(report: Report) -> list[str]:
     """The notes under the terminal table: n/a toggles, missing ratios, flags, casualties."""
     details = [f"  {where}: {text}" for text, where in _not_applicable_groups(report)]
     for cell in report.cells:
-        if cell.ratio is None and cell.ratio_note and not cell.is_baseline:
+        if _no_ratio(cell):
             details.append(f"  {cell.label}: no ratio: {cell.ratio_note}")
         if cell.learning_flag:
             details.append(f"  {cell.label}: LEARNING differs: {cell.learning_note}")
         if why := _unclean(cell):
-            details.append(f"  {cell.label}: NOT CLEAN: {why}")
-            details += [f"      {note}" for note in cell.flag_notes]
+            details += [f"  {cell.label}: NOT CLEAN: {why}", *[f"      {note}" for note in cell.flag_notes]]
         if cell.break_even_note:
             details.append(f"  {cell.label}: {cell.break_even_note}")
     details += [f"  {cas.cell} (seed {cas.seed}): {cas.status}: {cas.detail}" for cas in report.casualties]
@@ -333,8 +279,7 @@ def _compile_reason_lines(report: Report) -> list[str]:
                 entries.append(
                     f"- `{name}`: graph break {_times(brk)} at `{where}`{func}: {_md_text(brk.get('reason'))}"
                 )
-                stack = brk.get("stack") or []
-                if stack:
+                if stack := brk.get("stack"):
                     entries.append("  - call chain: " + " → ".join(f"`{f}`" for f in stack))
             for rec in fn.get("recompiles", []):
                 frame = f" of `{rec['frame']}`" if rec.get("frame") else ""
@@ -362,53 +307,6 @@ def _compile_reason_lines(report: Report) -> list[str]:
     return [intro, "", *lines[:-1]]
 
 
-def render_markdown(report: Report) -> str:
-    """summary.md: cells, toggle effects, learning check, casualties, not-applicable toggles,
-    graph breaks and recompiles, fingerprints, method."""
-    lines = _md_intro(report) + _md_cells(report)
-    lines += ["", "## Steady state and end to end", ""]
-    lines += _end_to_end_lines(report)
-    lines += ["", "## Measurement flags", "", FLAG_RULE, ""]
-    lines += _flag_lines(report)
-    lines += ["", "## Which toggle pays", ""]
-    lines += _md_effects(report)
-    lines += ["", "## Learning check", "", LEARNING_RULE, ""]
-    flagged = [c for c in report.cells if c.learning_flag]
-    lines += [f"- **{c.label}**: {c.learning_note}" for c in flagged] or ["No cell flagged."]
-    lines += ["", "## Casualties", ""]
-    lines += [
-        f"- `{c.cell}` seed {c.seed}: **{c.status}**: {c.detail} ({c.where})"
-        for c in report.casualties
-    ] or ["None."]
-    lines += ["", "## Not-applicable toggles", ""]
-    lines += [f"- {where}: {text}" for text, where in _not_applicable_groups(report)] or ["None."]
-    lines += ["", "## Graph breaks, recompiles and CUDA-graph skips", ""]
-    lines += _compile_reason_lines(report)
-    lines += ["", "## Fingerprints", ""]
-    lines += _md_fingerprints(report)
-    other = [n for n in report.notes if "fingerprint" not in n]
-    if other:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in other]
-    lines += ["", "## Method", "", CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed), "",
-              END_TO_END_RULE, ""]
-    return "\n".join(lines)
-
-
-def _md_intro(report: Report) -> list[str]:
-    """The title, job counts, baseline, verdict and run order."""
-    counts = report.counts
-    expects = f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else ""
-    baselines = ", ".join(f"`{b}`" for b in report.baseline_labels)
-    return [
-        f"# Sweep report: `{report.sweep_dir}`", "",
-        f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
-        f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
-        f"Baseline: `{spec_text(report.baseline_spec)}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
-        "\n\n".join(verdict_lines(report)), "",
-        "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
-    ]
-
-
 _MD_CELL_HEADER = [
     "cell", "ok", "failed", "missing", "env_steps_per_s", "ratio", "95% CI", "CI method",
     "end_to_end_ratio", "e2e 95% CI", "wall_s", "flags", *[f"{p} median_ms" for p in PHASES],
@@ -417,38 +315,70 @@ _MD_CELL_HEADER = [
 ]
 
 
-def _md_cells(report: Report) -> list[str]:
-    """The cells section: its legend and one table row per cell."""
+def render_markdown(report: Report) -> str:
+    """summary.md: cells, toggle effects, learning check, casualties, not-applicable toggles,
+    graph breaks and recompiles, fingerprints, method."""
+    counts = report.counts
+    expects = f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else ""
+    baselines = ", ".join(f"`{b}`" for b in report.baseline_labels)
     lines = [
-        "## Cells",
-        "",
-        "Ratios against the baseline: `ratio` = steady state (env steps/s), `end_to_end_ratio` = "
-        "whole job (baseline wall_s / cell wall_s); > 1 is faster. A ratio marked *(not clean)* comes "
-        "from a cell or baseline with a measurement flag (see below). final_return: median "
-        "[interquartile range] over seeds (one seed: over its evaluation episodes).",
-        "",
+        f"# Sweep report: `{report.sweep_dir}`", "",
+        f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
+        f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
+        f"Baseline: `{spec_text(report.baseline_spec)}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
+        "\n\n".join(verdict_lines(report)), "",
+        "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
     ]
-    return lines + _md_table(_MD_CELL_HEADER, [_md_cell_row(c) for c in report.cells])
+    fingerprints = sorted({json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint})
+    other = [n for n in report.notes if "fingerprint" not in n]
+    sections = {
+        "Cells": [
+            "Ratios against the baseline: `ratio` = steady state (env steps/s), `end_to_end_ratio` = "
+            "whole job (baseline wall_s / cell wall_s); > 1 is faster. A ratio marked *(not clean)* comes "
+            "from a cell or baseline with a measurement flag (see below). final_return: median "
+            "[interquartile range] over seeds (one seed: over its evaluation episodes).", "",
+            *_md_table(_MD_CELL_HEADER, [_md_cell_row(c) for c in report.cells])],
+        "Steady state and end to end": _end_to_end_lines(report),
+        "Measurement flags": [FLAG_RULE, "", *_flag_lines(report)],
+        "Which toggle pays": _md_effects(report),
+        "Learning check": [LEARNING_RULE, "", *([f"- **{c.label}**: {c.learning_note}" for c in report.cells
+                                                 if c.learning_flag] or ["No cell flagged."])],
+        "Casualties": [f"- `{c.cell}` seed {c.seed}: **{c.status}**: {c.detail} ({c.where})"
+                       for c in report.casualties] or ["None."],
+        "Not-applicable toggles": [f"- {where}: {text}" for text, where in _not_applicable_groups(report)] or ["None."],
+        "Graph breaks, recompiles and CUDA-graph skips": _compile_reason_lines(report),
+        "Fingerprints": [f"- `{fp}`" for fp in fingerprints] + [f"- {n}" for n in report.notes if "fingerprint" in n]
+        or ["No fingerprints recorded."],
+        **({"Notes": [f"- {n}" for n in other]} if other else {}),
+        "Method": [CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed), "", END_TO_END_RULE],
+    }
+    for title, body in sections.items():
+        lines += [f"## {title}", "", *body, ""]
+    return "\n".join(lines)
+
+
+def _md_ratios(cell: CellSummary) -> tuple[str, str, str, str, str]:
+    """The cell's label (bold for a baseline), its steady ratio (marked when a measurement flag makes it
+    not clean) and CI, its end-to-end ratio and CI."""
+    base, unclean = cell.is_baseline, cell.ratio is not None and cell.ratio_clean is False
+    return (f"**{cell.label}** (baseline)" if base else cell.label,
+            _fmt(cell.ratio, ".3f") + (" (not clean)" if unclean else ""),
+            "-" if base else _ci_text(cell.ci_low, cell.ci_high), _fmt(cell.end_to_end_ratio, ".3f"),
+            "-" if base else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high))
 
 
 def _md_cell_row(cell: CellSummary) -> list[str]:
-    notes = []
-    if cell.ratio_note and not cell.is_baseline:
-        notes.append(cell.ratio_note)
+    notes = [cell.ratio_note] if cell.ratio_note and not cell.is_baseline else []
     notes += [f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable]
-    notes += cell.errors
-    base = cell.is_baseline
+    label, ratio, ci, e2e, e2e_ci = _md_ratios(cell)
     return [
-        f"**{cell.label}** (baseline)" if base else cell.label, str(cell.n_ok), str(cell.n_failed),
-        str(cell.n_missing), _fmt(cell.env_steps_per_s, ".1f"), _ratio_text(cell),
-        "-" if base else _ci_text(cell.ci_low, cell.ci_high), cell.ci_method or "-",
-        _fmt(cell.end_to_end_ratio, ".3f"),
-        "-" if base else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
-        _fmt(cell.wall_s, ".1f"), ", ".join(cell.flags) or "-",
+        label, str(cell.n_ok), str(cell.n_failed), str(cell.n_missing), _fmt(cell.env_steps_per_s, ".1f"), ratio,
+        ci, cell.ci_method or "-", e2e, e2e_ci, _fmt(cell.wall_s, ".1f"), ", ".join(cell.flags) or "-",
         *[_fmt(cell.phase_median_ms.get(p), ".4g") for p in PHASES],
         _fmt(cell.compile_s, ".2f"), _fmt(cell.cold_compile_s, ".2f"), "; ".join(cell.start_states) or "-",
         _fmt(cell.graph_breaks, "d"), _fmt(cell.recompiles, "d"), _return_text(cell),
-        "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"), "; ".join(notes),
+        "FLAG" if cell.learning_flag else ("ok" if cell.learning_flag is False else "-"),
+        "; ".join(notes + cell.errors),
     ]
 
 
@@ -456,56 +386,35 @@ def _md_effects(report: Report) -> list[str]:
     """The marginal-effects table and the pairs each effect skipped."""
     if not report.marginal_effects:
         return ["No toggle varies in this sweep."]
-    lines = _md_table(["rank", "change", "effect (geo-mean ratio)", "95% CI", "pairs", "CI method"], [
+    return _md_table(["rank", "change", "effect (geo-mean ratio)", "95% CI", "pairs", "CI method"], [
         [eff.rank or "-", eff.label, _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else ""),
-         _ci_text(eff.ci_low, eff.ci_high), eff.n_pairs, eff.ci_method or "-"] for eff in report.marginal_effects])
-    for eff in report.marginal_effects:
-        lines += [f"- {_md_escape(eff.label)}: pair skipped: {skip}" for skip in eff.skipped]
-    return lines
-
-
-def _md_fingerprints(report: Report) -> list[str]:
-    fps = {json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint}
-    lines = [f"- `{fp}`" for fp in sorted(fps)] + [f"- {n}" for n in report.notes if "fingerprint" in n]
-    return lines or ["No fingerprints recorded."]
+         _ci_text(eff.ci_low, eff.ci_high), eff.n_pairs, eff.ci_method or "-"] for eff in report.marginal_effects]
+    ) + [f"- {_md_escape(eff.label)}: pair skipped: {skip}" for eff in report.marginal_effects for skip in eff.skipped]
 
 
 def _end_to_end_lines(report: Report) -> list[str]:
-    """Per cell: both ratios with their intervals, wall and fixed time, and the break-even budget."""
-    header = ["cell", "ratio (steady state)", "95% CI", "end_to_end_ratio", "95% CI", "wall_s", "fixed cost s",
-              "break-even env steps"]
-    rows, notes = [], []
+    """Per cell: both ratios with their intervals, wall and fixed time, and the break-even budget;
+    then how the jobs started: the sweep's preparation, each cell's cold compile and its jobs' states."""
+    rows = [[*_md_ratios(cell), _fmt(cell.wall_s, ".2f"), _fmt(cell.fixed_cost_s, ".2f"),
+             _fmt(cell.break_even_env_steps, ",.0f")] for cell in report.cells]
+    notes = []
     for cell in report.cells:
-        rows.append([
-            f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
-            _ratio_text(cell),
-            "-" if cell.is_baseline else _ci_text(cell.ci_low, cell.ci_high),
-            _fmt(cell.end_to_end_ratio, ".3f"),
-            "-" if cell.is_baseline else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high),
-            _fmt(cell.wall_s, ".2f"),
-            _fmt(cell.fixed_cost_s, ".2f"),
-            _fmt(cell.break_even_env_steps, ",.0f"),
-        ])
         if cell.break_even_note:
             notes.append(f"- **{cell.label}**: {cell.break_even_note}")
         if cell.end_to_end_note and not cell.is_baseline and cell.end_to_end_ratio is None:
             notes.append(f"- {cell.label}: no end-to-end ratio: {cell.end_to_end_note}")
-    return _md_table(header, rows) + ([""] + notes if notes else []) + ["", *_start_state_lines(report)]
-
-
-def _start_state_lines(report: Report) -> list[str]:
-    """How the jobs started: the sweep's preparation, each cell's cold compile and its jobs' states."""
-    prepared = report.prepared
-    if prepared:
+    lines = _md_table(["cell", "ratio (steady state)", "95% CI", "end_to_end_ratio", "95% CI", "wall_s",
+                       "fixed cost s", "break-even env steps"], rows) + ([""] + notes if notes else []) + [""]
+    if prepared := report.prepared:
         how = ("each compiled cell compiled once on an empty cache in a fresh process (its cold compile, "
                "shared through compile.cache_dir)")
         if prepared.get("in_process"):
             how += ", and every cell ran once in the process that then ran the timed jobs"
-        lines = [f"Prepared before the timed jobs ({prepared.get('launcher')}, {_fmt(prepared.get('prepare_s'), '.1f')} s, "
-                 f"untimed): {how}."]
+        lines.append(f"Prepared before the timed jobs ({prepared.get('launcher')}, "
+                     f"{_fmt(prepared.get('prepare_s'), '.1f')} s, untimed): {how}.")
     else:
-        lines = ["Not prepared (prepare=false, or a sweep from before rlsweep prepared sweeps): the first job of "
-                 "a process and the first compiled job of a cell may carry one-off costs the others do not."]
+        lines.append("Not prepared (prepare=false, or a sweep from before rlsweep prepared sweeps): the first job of "
+                     "a process and the first compiled job of a cell may carry one-off costs the others do not.")
     for cell in report.cells:
         states = "; ".join(cell.start_states) or "unknown (records without a measurement section)"
         cold = f"; cold compile {cell.cold_compile_s:.2f} s" if cell.cold_compile_s is not None else ""
@@ -515,15 +424,10 @@ def _start_state_lines(report: Report) -> list[str]:
 
 def _flag_lines(report: Report) -> list[str]:
     """The flagged cells with their reasons, then each job's drift (first vs last third)."""
-    lines = []
-    for cell in report.cells:
-        if why := _unclean(cell):
-            lines.append(f"- **{cell.label}** ({why}): "
-                         + "; ".join(_md_text(n) for n in cell.flag_notes))
-    if not lines:
-        lines.append("No cell flagged: every ratio above is clean by these checks.")
-    drift = [(c, d) for c in report.cells for d in c.job_drift]
-    if drift:
+    lines = [f"- **{cell.label}** ({why}): " + "; ".join(_md_text(n) for n in cell.flag_notes)
+             for cell in report.cells if (why := _unclean(cell))]
+    lines = lines or ["No cell flagged: every ratio above is clean by these checks."]
+    if drift := [(c, d) for c in report.cells for d in c.job_drift]:
         lines += ["", "Drift within each job (median per-iteration env steps/s, first vs last third of "
                   "its steady iterations):", "", *_md_table(
                       ["cell", "seed", "iterations", "first third", "last third", "last / first",
@@ -556,16 +460,12 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
         "final_return_q25", "final_return_q75", "final_return_iqr_over",
         "learning_flag", "learning_note", "not_applicable", "fingerprint_note", "errors",
     ]
-    rows = []
-    for cell in report.cells:
-        values: dict[str, Any] = {  # the cell's own fields where no column of the same name says otherwise
-            **vars(cell), **cell.varied,
-            "cell": cell.label, "is_baseline": cell.is_baseline, "baseline_cell": cell.baseline_label,
-            **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
-            **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
-        }
-        rows.append([values.get(name) for name in columns])
-    return columns, rows
+    values: list[dict[str, Any]] = [{  # the cell's own fields where no column of the same name says otherwise
+        **vars(cell), **cell.varied, "cell": cell.label, "is_baseline": cell.is_baseline,
+        "baseline_cell": cell.baseline_label, **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
+        **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
+    } for cell in report.cells]
+    return columns, [[cell.get(name) for name in columns] for cell in values]
 
 
 def effects_table(report: Report) -> tuple[list[str], list[list[Any]]]:

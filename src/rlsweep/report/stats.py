@@ -76,24 +76,17 @@ def build_report(
     for job in sweep.jobs:
         groups.setdefault(tuple(job.key.get(d, UNKNOWN) for d in dims), []).append(job)
     varied = [d for i, d in enumerate(dims) if len({k[i] for k in groups}) > 1]
-    cells = [_summarise_cell(dict(zip(dims, k)), varied, jobs) for k, jobs in groups.items()]
-    label_of = {k: cell.label for k, cell in zip(groups, cells)}
+    cell_jobs = [(_summarise_cell(dict(zip(dims, k)), varied, jobs), jobs) for k, jobs in groups.items()]
+    cells = [cell for cell, _ in cell_jobs]
+    label = {id(job): cell.label for cell, jobs in cell_jobs for job in jobs}
     crowded = measurement.oversubscribed(measurement.spans(sweep.jobs))
-    for cell, jobs in zip(cells, groups.values()):
-        notes = [crowded[id(j)] for j in jobs if j.status == STATUS_OK and id(j) in crowded]
-        if notes:
+    for cell, jobs in cell_jobs:
+        if notes := [crowded[id(j)] for j in jobs if j.status == STATUS_OK and id(j) in crowded]:
             _flag(cell, FLAG_OVERSUBSCRIBED, *notes)
-    _start_states(cells, list(groups.values()), sweep.prepared)
-    first_num = {
-        id(c): min((j.num for j in jobs if j.num is not None), default=10**9)
-        for c, jobs in zip(cells, groups.values())
-    }
+    _start_states(cell_jobs, sweep.prepared)
+    first_num = {id(c): min((j.num for j in jobs if j.num is not None), default=10**9) for c, jobs in cell_jobs}
 
-    spec, context, baseline_reasons = _choose_baseline(cells, sweep, baseline, varied, first_num)
-    by_context = _baseline_cells(cells, spec, context, dims)
-    for cand in by_context.values():
-        cand.is_baseline = True
-
+    spec, context, baseline_reasons, by_context = _baseline(cells, sweep, baseline, varied, first_num)
     cells.sort(key=lambda c: (not c.is_baseline, first_num[id(c)], c.label))
     for cell in cells:
         base = by_context.get(tuple(cell.key.get(d, UNKNOWN) for d in context))
@@ -101,56 +94,41 @@ def build_report(
             where = " ".join(f"{d}={cell.key.get(d)}" for d in context)
             cell.ratio_note = f"no baseline cell in this context ({where})"
             cell.learning_note = "not assessed: no baseline cell"
-        elif cell is base:
-            _mark_baseline(cell)
+        elif cell is base:  # its ratios are 1 by definition (where it has the numbers they compare)
+            cell.baseline_label, cell.ci_method, cell.learning_note = cell.label, "baseline", "baseline"
+            cell.ratio_note = "baseline" if cell.env_steps_per_s else "baseline has no ok jobs"
+            if cell.env_steps_per_s is not None:
+                cell.ratio = cell.ci_low = cell.ci_high = 1.0
+                cell.ratio_clean = not cell.flags
+            if cell.wall_s is not None:
+                cell.end_to_end_ratio = cell.end_to_end_ci_low = cell.end_to_end_ci_high = 1.0
         else:
             cell.baseline_label = base.label
             _compare_with_baseline(cell, base, n_bootstrap, bootstrap_seed)
 
-    toggles_varied = [d for d in varied if d in sweep.toggle_dims]
-    effects = _marginal_effects(cells, dims, toggles_varied, spec, n_bootstrap, bootstrap_seed)
-
     return Report(
         sweep_dir=sweep.sweep_dir, baseline_spec=spec, baseline_labels=[c.label for c in cells if c.is_baseline],
-        varied_dims=varied, cells=cells, marginal_effects=effects,
-        casualties=_casualties(sweep.jobs, label_of, dims),
-        notes=list(sweep.notes) + _cell_notes(cells) + _code_notes(sweep.jobs, label_of, dims),
+        varied_dims=varied, cells=cells,
+        marginal_effects=_marginal_effects(cells, sweep, varied, spec, n_bootstrap, bootstrap_seed),
+        casualties=[Casualty(cell=label[id(job)], seed=job.seed, status=job.status, detail=job.error_line or "",
+                             where=str(job.job_dir or job.result_path or f"job {job.num} (never started)"))
+                    for job in sweep.jobs if job.status != STATUS_OK],
+        notes=list(sweep.notes) + _notes(cells, sweep.jobs, label),
         n_jobs=len(sweep.jobs), expected_jobs=sweep.expected_jobs, n_bootstrap=n_bootstrap,
         bootstrap_seed=bootstrap_seed, wandb=sweep.wandb, run_order=measurement.run_order(sweep.jobs, dims),
         baseline_reasons=baseline_reasons, prepared=sweep.prepared,
     )
 
 
-def _mark_baseline(cell: CellSummary) -> None:
-    """A baseline cell's ratios are 1 by definition (where it has the numbers they compare)."""
-    cell.baseline_label = cell.label
-    if cell.env_steps_per_s is not None:
-        cell.ratio, cell.ci_low, cell.ci_high = 1.0, 1.0, 1.0
-        cell.ratio_clean = not cell.flags
-    if cell.wall_s is not None:
-        cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high = 1.0, 1.0, 1.0
-    cell.ci_method = "baseline"
-    cell.ratio_note = "baseline" if cell.env_steps_per_s else "baseline has no ok jobs"
-    cell.learning_note = "baseline"
-
-
-def _casualties(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[Casualty]:
-    """One entry per job that did not finish ok, with where to look."""
-    return [Casualty(cell=label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)], seed=job.seed, status=job.status,
-                     detail=job.error_line or "", where=str(job.job_dir or job.result_path or f"job {job.num} (never started)"))
-            for job in jobs if job.status != STATUS_OK]
-
-
-def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: dict[str, Any] | None) -> None:
+def _start_states(cell_jobs: list[tuple[CellSummary, list[Job]]], prepared: dict[str, Any] | None) -> None:
     """Each cell's cold compile (from the sweep's preparation) and the states its jobs started in;
     flag every cell when the sweep's jobs did not all start alike (FLAG_STATE in FLAG_RULE).
     Records without the measurement section (older rlsweep) are not judged."""
     processes: Counter[str] = Counter()
     caches: Counter[str] = Counter()
     compiled: set[int] = set()
-    for cell, jobs in zip(cells, groups):
-        entry = prepare.cell_entry(prepared, jobs[0].overrides) if jobs else None
-        cold = (entry or {}).get("cold") or {}
+    for cell, jobs in cell_jobs:
+        cold = (prepare.cell_entry(prepared, jobs[0].overrides) or {}).get("cold") or {}
         if cold.get("status") == "ok":
             cell.cold_compile_s = finite(cold.get("compile_s"))
         for job in jobs:
@@ -176,10 +154,8 @@ def _start_states(cells: list[CellSummary], groups: list[list[Job]], prepared: d
     if len(caches) > 1:
         notes.append(f"compiled jobs found the compile cache in different states ({counts(caches)}): their "
                      "compile and end-to-end times measure which job compiled first")
-    if not notes:
-        return
     hint = "" if prepared else " (the sweep was not prepared: prepare=false, or a launcher that skips it)"
-    for cell in cells:
+    for cell, _ in cell_jobs:
         if len(processes) > 1 or (len(caches) > 1 and id(cell) in compiled):
             _flag(cell, FLAG_STATE, *[n + hint for n in notes])
 
@@ -198,34 +174,32 @@ def _numbers(jobs: Sequence[Job], name: str, key: str) -> list[float]:
     return [v for job in jobs if (v := finite(section(job.record, name).get(key))) is not None]
 
 
+def _median(values: Sequence[float]) -> float | None:
+    return float(np.median(values)) if len(values) else None
+
+
 def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
     """Graph-break, recompile and CUDA-graph-skip reasons of the jobs' compiled functions (failed jobs'
     too), identical ones merged; the shape: :class:`CellSummary` (``compile_reasons``)."""
     merged: dict[str, dict[str, dict[tuple[Any, ...], dict[str, Any]]]] = {}
     dropped: Counter[str] = Counter()
+    skips: Counter[str] = Counter()
     kinds = (("graph_breaks", "graph_break_reasons"), ("recompiles", "recompile_reasons"),
              ("cudagraph_skips", "cudagraph_skip_reasons"))
-    skips: Counter[str] = Counter()
     for job in jobs:
-        per_function = section(section(job.record, "compile"), "per_function")
-        for name, fn in per_function.items():
+        for name, fn in section(section(job.record, "compile"), "per_function").items():
             if not isinstance(fn, dict):
                 continue
             for kind, field_name in kinds:
                 seen: set[tuple[Any, ...]] = set()
-                for entry in fn.get(field_name) or []:
-                    if not isinstance(entry, dict):
-                        continue
-                    key = tuple(
-                        json.dumps(entry.get(k)) for k in sorted(entry) if k not in ("count", "stack")
-                    )
-                    table = merged.setdefault(str(name), {}).setdefault(kind, {})
-                    out = table.setdefault(key, {**entry, "count": 0, "jobs": 0})
+                for entry in [e for e in fn.get(field_name) or [] if isinstance(e, dict)]:
+                    key = tuple(json.dumps(entry.get(k)) for k in sorted(entry) if k not in ("count", "stack"))
+                    out = merged.setdefault(str(name), {}).setdefault(kind, {}).setdefault(
+                        key, {**entry, "count": 0, "jobs": 0})
                     count = entry.get("count")
                     out["count"] += count if isinstance(count, int) and not isinstance(count, bool) else 1
-                    if key not in seen:
-                        seen.add(key)
-                        out["jobs"] += 1
+                    out["jobs"] += key not in seen
+                    seen.add(key)
             if n_skips := positive_int(fn.get("cudagraph_skips")):
                 skips[str(name)] += n_skips
             if extra := positive_int(fn.get("reasons_dropped")):
@@ -238,34 +212,28 @@ def _compile_reasons(jobs: list[Job]) -> dict[str, dict[str, Any]]:
     return result
 
 
-def _median(values: Sequence[float]) -> float | None:
-    return float(np.median(values)) if len(values) else None
-
-
 def _fingerprint_key(fp: dict[str, Any]) -> tuple[str, ...]:
     """The compared fingerprint fields as comparable text (hostname is not one of them)."""
     return tuple(json.dumps(fp.get(name), sort_keys=True) for name in FINGERPRINT_FIELDS)
 
 
 def _fingerprint_diff(a: tuple[str, ...], b: tuple[str, ...]) -> str:
-    parts = [
-        f"{name} {json.loads(x)} vs {json.loads(y)}"
-        for name, x, y in zip(FINGERPRINT_FIELDS, a, b)
-        if x != y
-    ]
-    return "; ".join(parts)
+    return "; ".join(f"{name} {json.loads(x)} vs {json.loads(y)}" for name, x, y in zip(FINGERPRINT_FIELDS, a, b)
+                     if x != y)
 
 
 def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> CellSummary:
-    label = " ".join(f"{d}={key.get(d, UNKNOWN)}" for d in varied) or "all"
-    cell = CellSummary(label=label, key=dict(key), varied={d: key.get(d, UNKNOWN) for d in varied})
+    """One cell's numbers (from its ok jobs), its errors and not-applicable toggles, and the flags its
+    own jobs raise: drift, noise, seeds that disagree."""
     ok = [j for j in jobs if j.status == STATUS_OK]
-    cell.n_ok = len(ok)
-    cell.n_failed = sum(j.status in (STATUS_FAILED, STATUS_INTERRUPTED) for j in jobs)
-    cell.n_interrupted = sum(j.status == STATUS_INTERRUPTED for j in jobs)
-    cell.n_missing = sum(j.status == STATUS_MISSING for j in jobs)
-    cell.seeds_ok = [j.seed if j.seed is not None else UNKNOWN for j in ok]
-
+    cell = CellSummary(
+        label=" ".join(f"{d}={key.get(d, UNKNOWN)}" for d in varied) or "all", key=dict(key),
+        varied={d: key.get(d, UNKNOWN) for d in varied}, n_ok=len(ok),
+        n_failed=sum(j.status in (STATUS_FAILED, STATUS_INTERRUPTED) for j in jobs),
+        n_interrupted=sum(j.status == STATUS_INTERRUPTED for j in jobs),
+        n_missing=sum(j.status == STATUS_MISSING for j in jobs),
+        seeds_ok=[j.seed if j.seed is not None else UNKNOWN for j in ok],
+    )
     steps: list[float] = []
     fixed: list[float] = []
     for job in ok:
@@ -276,7 +244,17 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             if n_steps is not None and rate is not None:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
-        _note_drift(cell, job)
+        if (drift := measurement.job_drift(job)) is not None:
+            cell.job_drift.append(drift)
+            if drift["flagged"]:
+                _flag(cell, FLAG_DRIFT, (
+                    f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
+                    f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
+                    f"(last third), x{drift['drift']:.3f}"))
+            if drift["noisy"]:
+                _flag(cell, FLAG_NOISY, (
+                    f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
+                    f"(2 standard errors over {drift['n_iterations']} iterations)"))
         if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
         cell.iteration_env_steps_per_s += measurement.iteration_rates(job)
@@ -284,45 +262,33 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         if curve.get("episode_return"):
             series = ("env_steps", "wall_s", "episode_return")
             cell.curves.append({"seed": job.seed, **{k: list(curve.get(k) or []) for k in series}})
-    _summarise_phases(cell, [section(j.record, "timings") for j in ok])
+    for job in jobs:  # the toggles that did not apply, one error line per job that did not finish ok
+        for name, entry in section(job.record, "toggles").items():
+            if isinstance(entry, dict) and entry.get("applied") is False:
+                text = f"{name}: {entry.get('reason') or 'not applied (no reason given)'}"
+                if text not in cell.not_applicable:
+                    cell.not_applicable.append(text)
+        if job.status != STATUS_OK:
+            cell.errors.append(f"{job.status} (seed {job.seed if job.seed is not None else '?'}): {job.error_line}")
+    for phase in PHASES:  # median over seeds of each phase's median_ms and total_s (total from count if absent)
+        medians, totals = [], []
+        for entry in (section(section(j.record, "timings"), phase) for j in ok):
+            med, total = finite(entry.get("median_ms")), finite(entry.get("total_s"))
+            if med is not None:
+                medians.append(med)
+            if total is None and med is not None and finite(entry.get("count")) is not None:
+                total = med * float(entry["count"]) / 1000.0
+            if total is not None:
+                totals.append(total)
+        cell.phase_median_ms[phase], cell.phase_total_s[phase] = _median(medians), _median(totals)
     cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
     cell.updates_per_s = _median(_numbers(ok, "throughput", "updates_per_s"))
     cell.compile_s = _median(_numbers(ok, "compile", "compile_s"))
     cell.graph_breaks = max(map(int, _numbers(ok, "compile", "graph_breaks")), default=None)
     cell.recompiles = max(map(int, _numbers(ok, "compile", "recompiles")), default=None)
     cell.compile_reasons = _compile_reasons(jobs)
-    _summarise_returns(cell, ok)
-    cell.wall_s = _median(cell.wall_s_seeds)
-    cell.env_steps = _median(steps)
-    cell.fixed_cost_s = _median(fixed)
-    disagree, note = measurement.seeds_disagree(ok)
-    if disagree and note:
-        _flag(cell, FLAG_SEEDS, note)
-    _note_jobs(cell, jobs)
-    _cell_fingerprint(cell, ok)
-    return cell
-
-
-def _note_drift(cell: CellSummary, job: Job) -> None:
-    """Keep the job's within-run drift and flag the cell when the rate drifted or is noisy."""
-    drift = measurement.job_drift(job)
-    if drift is None:
-        return
-    cell.job_drift.append(drift)
-    if drift["flagged"]:
-        _flag(cell, FLAG_DRIFT, (
-            f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
-            f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
-            f"(last third), x{drift['drift']:.3f}"))
-    if drift["noisy"]:
-        _flag(cell, FLAG_NOISY, (
-            f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
-            f"(2 standard errors over {drift['n_iterations']} iterations)"))
-
-
-def _summarise_returns(cell: CellSummary, ok: list[Job]) -> None:
-    """Median final return, its noise (the learning check's) and its interquartile range over seeds
-    (one seed: over its eval episodes)."""
+    # the median final return, its noise (the learning check's) and its interquartile range over seeds
+    # (one seed: over its eval episodes)
     learned = [j for j in ok if finite(section(j.record, "learning").get("final_return")) is not None]
     returns = cell.final_returns = _numbers(learned, "learning", "final_return")
     cell.final_return_median = _median(returns)
@@ -336,84 +302,23 @@ def _summarise_returns(cell: CellSummary, ok: list[Job]) -> None:
     if iqr_over:
         cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
         cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
-
-
-def _note_jobs(cell: CellSummary, jobs: list[Job]) -> None:
-    """The toggles that did not apply, and one error line per job that did not finish ok."""
-    for job in jobs:
-        for name, entry in section(job.record, "toggles").items():
-            if isinstance(entry, dict) and entry.get("applied") is False:
-                text = f"{name}: {entry.get('reason') or 'not applied (no reason given)'}"
-                if text not in cell.not_applicable:
-                    cell.not_applicable.append(text)
-        if job.status != STATUS_OK:
-            seed = f"seed {job.seed}" if job.seed is not None else "seed ?"
-            cell.errors.append(f"{job.status} ({seed}): {job.error_line}")
-
-
-def _cell_fingerprint(cell: CellSummary, ok: list[Job]) -> None:
-    """The cell's machine fingerprint, or a note naming the field where its ok jobs differ."""
+    cell.wall_s, cell.env_steps, cell.fixed_cost_s = _median(cell.wall_s_seeds), _median(steps), _median(fixed)
+    disagree, note = measurement.seeds_disagree(ok)
+    if disagree and note:
+        _flag(cell, FLAG_SEEDS, note)
     fps = list(dict.fromkeys(_fingerprint_key(section(job.record, "fingerprint")) for job in ok))
     if len(fps) == 1:
         cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
-    elif len(fps) > 1:
+    elif len(fps) > 1:  # a note naming the fields where its ok jobs differ
         cell.fingerprint_mixed = True
         cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(fps[0], fps[1])
+    return cell
 
 
-def _summarise_phases(cell: CellSummary, timings: list[dict[str, Any]]) -> None:
-    """Median over seeds of each phase's median_ms and total_s (total from count if absent)."""
-    for phase in PHASES:
-        medians, totals = [], []
-        for entry in (section(t, phase) for t in timings):
-            med, total = finite(entry.get("median_ms")), finite(entry.get("total_s"))
-            if med is not None:
-                medians.append(med)
-            if total is None and med is not None and finite(entry.get("count")) is not None:
-                total = med * float(entry["count"]) / 1000.0
-            if total is not None:
-                totals.append(total)
-        cell.phase_median_ms[phase] = _median(medians)
-        cell.phase_total_s[phase] = _median(totals)
-
-
-def _commits(record: dict[str, Any]) -> list[str]:
-    """The commits a job ran on, one per attempt, as ``abc1234`` (``+dirty`` with uncommitted changes)."""
-    history = record.get("code_history")
-    if not isinstance(history, list) or not history:
-        code = section(section(section(record, "provenance"), "code"), "rlsweep")
-        history = [code] if code else []
-    return [str(segment["commit"])[:7] + ("+dirty" if segment.get("dirty") else "")
-            for segment in history if isinstance(segment, dict) and segment.get("commit")]
-
-
-def _code_notes(jobs: list[Job], label_of: dict[tuple[str, ...], str], dims: list[str]) -> list[str]:
-    """Which code the jobs ran on, when not all on one commit; jobs resumed on other code; rejected checkpoints.
-
-    A ratio between jobs on different commits measures the code change as well as the toggle.
-    """
-    notes: list[str] = []
-    by_commit: dict[str, list[str]] = {}
-    for job in jobs:
-        if not job.record:
-            continue
-        where = f"{label_of[tuple(job.key.get(d, UNKNOWN) for d in dims)]} seed {job.seed}"
-        commits = _commits(job.record)
-        if commits:
-            by_commit.setdefault(commits[-1], []).append(where)
-        if len(dict.fromkeys(commits)) > 1:
-            notes.append(f"{where}: resumed on other code: {' → '.join(commits)}")
-        rejected = job.record.get("checkpoint_rejected")
-        if rejected:
-            notes.append(f"{where}: its checkpoint was not used ({rejected}); it started afresh")
-    if len(by_commit) > 1:
-        parts = [f"{commit}: {', '.join(where)}" for commit, where in by_commit.items()]
-        notes.insert(0, "jobs ran on different code, so ratios between them include the code change: " + "; ".join(parts))
-    return notes
-
-
-def _cell_notes(cells: list[CellSummary]) -> list[str]:
-    """Duplicate seeds and fingerprint problems, one note per cell and problem."""
+def _notes(cells: list[CellSummary], jobs: list[Job], label: dict[int, str]) -> list[str]:
+    """Duplicate seeds and fingerprint problems, one note per cell and problem; then which code the jobs
+    ran on, when not all on one commit (a ratio between jobs on different commits measures the code
+    change as well as the toggle), jobs resumed on other code and rejected checkpoints."""
     notes = []
     for cell in cells:
         seeds = [s for s in cell.seeds_ok if s != UNKNOWN]
@@ -423,26 +328,30 @@ def _cell_notes(cells: list[CellSummary]) -> list[str]:
             notes.append(f"{cell.label}: {cell.fingerprint_note}")
         elif cell.ratio_note and cell.ratio_note.startswith("fingerprint differs"):
             notes.append(f"{cell.label}: {cell.ratio_note}")
-    return notes
+    code_notes: list[str] = []
+    by_commit: dict[str, list[str]] = {}
+    for job in (job for job in jobs if job.record):
+        where = f"{label[id(job)]} seed {job.seed}"
+        # the commits it ran on, one per attempt, as abc1234 (+dirty with uncommitted changes)
+        history = job.record.get("code_history")
+        if not isinstance(history, list) or not history:
+            code = section(section(section(job.record, "provenance"), "code"), "rlsweep")
+            history = [code] if code else []
+        commits = [str(segment["commit"])[:7] + ("+dirty" if segment.get("dirty") else "")
+                   for segment in history if isinstance(segment, dict) and segment.get("commit")]
+        if commits:
+            by_commit.setdefault(commits[-1], []).append(where)
+        if len(dict.fromkeys(commits)) > 1:
+            code_notes.append(f"{where}: resumed on other code: {' → '.join(commits)}")
+        if rejected := job.record.get("checkpoint_rejected"):
+            code_notes.append(f"{where}: its checkpoint was not used ({rejected}); it started afresh")
+    if len(by_commit) > 1:
+        parts = "; ".join(f"{commit}: {', '.join(where)}" for commit, where in by_commit.items())
+        notes.append(f"jobs ran on different code, so ratios between them include the code change: {parts}")
+    return notes + code_notes
 
 
 # -------------------------------------------------------------------------- baseline
-
-
-def _parse_baseline(
-    baseline: dict[str, str] | None, dims: list[str], varied: list[str]
-) -> tuple[dict[str, str], set[str]]:
-    """Default baseline restricted to varied dims, overlaid with the user's choice."""
-    spec = {d: v for d, v in DEFAULT_BASELINE.items() if d in varied}
-    user: set[str] = set()
-    for raw_key, raw_value in (baseline or {}).items():
-        key = norm_key(str(raw_key))
-        if key not in dims:
-            known = ", ".join(dims) or "(none)"
-            raise ReportInputError(f"unknown baseline key {raw_key!r}; known keys: {known}")
-        spec[key] = norm_value(raw_value)
-        user.add(key)
-    return spec, user
 
 
 REASON_USER = "chosen with --baseline"
@@ -451,100 +360,65 @@ REASON_FALLBACK = "the off value was not swept: the toggle's first value in the 
 REASON_DEFAULT = "the config's default"
 
 
-def _choose_baseline(
-    cells: list[CellSummary],
-    sweep: Sweep,
-    baseline: dict[str, str] | None,
-    varied: list[str],
+def _baseline(
+    cells: list[CellSummary], sweep: Sweep, baseline: dict[str, str] | None, varied: list[str],
     first_num: dict[int, int],
-) -> tuple[dict[str, str], list[str], dict[str, str]]:
-    """The baseline spec, the context dimensions (each context gets its own baseline cell), and
-    why each baseline value was chosen.
+) -> tuple[dict[str, str], list[str], dict[str, str], dict[tuple[str, ...], CellSummary]]:
+    """The baseline spec, the context dimensions (each context gets its own baseline cell), why each
+    baseline value was chosen, and the one cell matching the spec in each context (marked is_baseline).
 
-    Toggles default to off. A varied toggle with no off value (``backend.num_threads``, a
-    plugin's toggle) and, when no toggle varies and ``--baseline`` is not given, every varied
-    hyper-parameter (``-m algo.lr=0.001,0.0003``) is pinned too, so that every sweep gets a
-    comparison: to the config's default value when it is among the swept values, else to the
-    first value listed.
+    Toggles default to off (restricted to the varied ones), overlaid with ``--baseline``. A varied
+    toggle with no off value (``backend.num_threads``, a plugin's toggle) and, when no toggle varies
+    and ``--baseline`` is not given, every varied hyper-parameter (``-m algo.lr=0.001,0.0003``) is
+    pinned too, so that every sweep gets a comparison: to the config's default value when it is
+    among the swept values, else to the first value listed (else the value of the sweep's first
+    job). An off value that no cell has (``compile=default,max-autotune``) is replaced by the
+    toggle's first value in the sweep (values ordered as the toggle lists them, else alphabetically).
     """
     dims = sweep.dims
-    spec, user = _parse_baseline(baseline, dims, varied)
-    reasons = {d: REASON_USER if d in user else REASON_OFF for d in spec}
+    spec = {d: v for d, v in DEFAULT_BASELINE.items() if d in varied}
+    reasons = dict.fromkeys(spec, REASON_OFF)
+    for raw_key, raw_value in (baseline or {}).items():
+        key = norm_key(str(raw_key))
+        if key not in dims:
+            raise ReportInputError(f"unknown baseline key {raw_key!r}; known keys: {', '.join(dims) or '(none)'}")
+        spec[key], reasons[key] = norm_value(raw_value), REASON_USER
     toggles_varied = [d for d in varied if d in sweep.toggle_dims]
-    open_dims = [d for d in toggles_varied if d not in spec]
-    if not user and not toggles_varied:
-        open_dims = list(varied)
+    open_dims = varied if not baseline and not toggles_varied else [d for d in toggles_varied if d not in spec]
     for dim in open_dims:
-        chosen = _stated_value(dim, cells, sweep, first_num)
-        if chosen is not None:
-            spec[dim], reasons[dim] = chosen
-    context = [d for d in dims if d not in sweep.toggle_dims and d not in user and d not in reasons]
-    fallback = _fallback_defaults(cells, spec, user | set(open_dims))
-    for dim, value in fallback.items():
-        if value != spec[dim]:
-            reasons[dim] = REASON_FALLBACK
-    return fallback, context, reasons
-
-
-def _stated_value(
-    dim: str, cells: list[CellSummary], sweep: Sweep, first_num: dict[int, int]
-) -> tuple[str, str] | None:
-    """A swept dimension's baseline value and why: the config's default when swept, else the
-    first value listed in the sweep (else the value of its earliest job)."""
-    present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}
-    if not present:
-        return None
-    default = sweep.config_defaults.get(dim)
-    if default in present:
-        return default, REASON_DEFAULT
-    unswept = f"; the config's default {dim}={default} was not swept" if default is not None else ""
-    listed = [v for v in sweep.listed_values.get(dim, []) if v in present]
-    if listed:
-        return listed[0], "the first value listed" + unswept
-    first = min((c for c in cells if c.key.get(dim) in present), key=lambda c: (first_num[id(c)], c.label))
-    return str(first.key[dim]), "the value of the sweep's first job" + unswept
-
-
-def _fallback_defaults(cells: list[CellSummary], spec: dict[str, str], user: set[str]) -> dict[str, str]:
-    """A default ("off") value that no cell has is replaced by the sweep's first value.
-
-    ``compile=default,max-autotune`` has no ``compile=none`` cell: its baseline is then
-    ``compile=default`` (values ordered as the toggle lists them, else alphabetically). Values
-    the user chose with ``--baseline`` are never replaced.
-    """
-    out = dict(spec)
+        if not (present := {c.key.get(dim) for c in cells} - {None, UNKNOWN}):
+            continue
+        default = sweep.config_defaults.get(dim)
+        unswept = f"; the config's default {dim}={default} was not swept" if default is not None else ""
+        listed = [v for v in sweep.listed_values.get(dim, []) if v in present]
+        if default in present:
+            spec[dim], reasons[dim] = default, REASON_DEFAULT
+        elif listed:
+            spec[dim], reasons[dim] = listed[0], "the first value listed" + unswept
+        else:
+            first = min((c for c in cells if c.key.get(dim) in present), key=lambda c: (first_num[id(c)], c.label))
+            spec[dim], reasons[dim] = str(first.key[dim]), "the value of the sweep's first job" + unswept
     for dim, value in spec.items():
         present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}
-        if dim in user or value in present or not present:
-            continue
-        known = TOGGLE_VALUE_ORDER.get(dim, ())
-        out[dim] = sorted(present, key=lambda v: (known.index(v) if v in known else len(known), v))[0]
-    return out
-
-
-def _baseline_cells(
-    cells: list[CellSummary], spec: dict[str, str], context: list[str], dims: list[str]
-) -> dict[tuple[str, ...], CellSummary]:
-    """The one cell matching the baseline spec in each context."""
-    candidates = [c for c in cells if all(c.key.get(d) == v for d, v in spec.items())]
+        if reasons[dim] == REASON_OFF and present and value not in present:
+            known = TOGGLE_VALUE_ORDER.get(dim, ())
+            spec[dim] = min(present, key=lambda v: (known.index(v) if v in known else len(known), v))
+            reasons[dim] = REASON_FALLBACK
+    context = [d for d in dims if d not in sweep.toggle_dims and d not in reasons]
     text = spec_text(spec)
-    if not candidates:
-        options = "; ".join(
-            f"{d} in {{{', '.join(sorted({c.key.get(d, UNKNOWN) for c in cells}))}}}" for d in spec
-        )
-        raise ReportInputError(f"no cell matches baseline {text} (values in sweep: {options})")
     by_context: dict[tuple[str, ...], CellSummary] = {}
-    for cand in candidates:
+    for cand in (c for c in cells if all(c.key.get(d) == v for d, v in spec.items())):
         ctx = tuple(cand.key.get(d, UNKNOWN) for d in context)
-        if ctx in by_context:
-            other = by_context[ctx]
+        if (other := by_context.get(ctx)) is not None:
             differ = [d for d in dims if other.key.get(d) != cand.key.get(d)]
-            raise ReportInputError(
-                f"baseline {text} is ambiguous: cells {other.label!r} and {cand.label!r} "
-                f"both match; pin {', '.join(differ)} with --baseline"
-            )
+            raise ReportInputError(f"baseline {text} is ambiguous: cells {other.label!r} and {cand.label!r} "
+                                   f"both match; pin {', '.join(differ)} with --baseline")
         by_context[ctx] = cand
-    return by_context
+        cand.is_baseline = True
+    if not by_context:
+        options = "; ".join(f"{d} in {{{', '.join(sorted({c.key.get(d, UNKNOWN) for c in cells}))}}}" for d in spec)
+        raise ReportInputError(f"no cell matches baseline {text} (values in sweep: {options})")
+    return spec, context, reasons, by_context
 
 
 # ------------------------------------------------------------------------- comparison
@@ -553,9 +427,8 @@ def _baseline_cells(
 def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
     """Why two cells' throughput can't be compared, or None when it can."""
     if cell.env_steps_per_s is None:
-        if cell.n_ok == 0:
-            return f"no ok jobs ({cell.n_failed} failed, {cell.n_missing} missing)"
-        return "no env_steps_per_s in ok jobs"
+        no_jobs = f"no ok jobs ({cell.n_failed} failed, {cell.n_missing} missing)"
+        return no_jobs if cell.n_ok == 0 else "no env_steps_per_s in ok jobs"
     if base.env_steps_per_s is None:
         return f"baseline ({base.label}) has no ok jobs with env_steps_per_s"
     if cell.fingerprint_mixed:
@@ -569,13 +442,31 @@ def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
     return None
 
 
+def _samples(x: Sequence[float], y: Sequence[float], n: int, seed: int, label: str) -> np.ndarray:
+    """Bootstrap samples of median(x) / median(y), independent (two cells are separate jobs), from a
+    generator per comparison (``label``), so adding a cell does not shift the others' CIs."""
+    return ratio_samples(x, y, np.random.default_rng([seed, zlib.crc32(label.encode())]), n, paired=False)
+
+
+def _ratio_samples(cell: CellSummary, base: CellSummary, n: int, seed: int,
+                   label: str) -> tuple[np.ndarray | None, str | None]:
+    """Bootstrap samples of the steady ratio cell / base and the method used: over seeds when both
+    cells have two, else over iterations."""
+    if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
+        return _samples(cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, n, seed, label), "seeds"
+    if not cell.iteration_env_steps_per_s or not base.iteration_env_steps_per_s:
+        return None, None
+    return _samples(cell.iteration_env_steps_per_s, base.iteration_env_steps_per_s, n, seed, label), "iterations"
+
+
 def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int) -> None:
-    """Fill the cell's ratio, CI and learning flag relative to its baseline cell."""
+    """Fill the cell's steady ratio and CI, learning flag, whole-job wall-time ratio (baseline / cell)
+    with its CI, and break-even budget, relative to its baseline cell."""
     why = _comparable(cell, base)
     if why is None:
         assert cell.env_steps_per_s is not None and base.env_steps_per_s is not None
         cell.ratio = cell.env_steps_per_s / base.env_steps_per_s
-        samples, method = _ratio_samples(cell, base, _rng(bootstrap_seed, cell.label + "|" + base.label), n_bootstrap)
+        samples, method = _ratio_samples(cell, base, n_bootstrap, bootstrap_seed, cell.label + "|" + base.label)
         cell.ci_method = method or "none"
         if samples is not None:
             cell.ci_low, cell.ci_high = interval(samples)
@@ -587,13 +478,20 @@ def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: in
         cell.ratio_clean = not cell.flags and not base.flags
         if base.flags:
             cell.flag_notes.append(f"baseline ({base.label}) flagged: {', '.join(base.flags)}")
-    _end_to_end(cell, base, why, n_bootstrap, bootstrap_seed)
-    cell.learning_flag, cell.learning_note = _learning_check(cell, base)
 
+    spreads = [s for s in (cell.final_return_spread, base.final_return_spread) if s is not None]
+    if cell.final_return_median is None or base.final_return_median is None:
+        cell.learning_note = "not assessed: no final_return"
+    elif not spreads:
+        cell.learning_note = "not assessed: no noise estimate (1 seed and no final_return_std)"
+    else:
+        pooled = math.sqrt(sum(s * s for s in spreads) / len(spreads))
+        threshold = max(LEARNING_SD_FACTOR * pooled, LEARNING_REL_FLOOR * abs(base.final_return_median))
+        diff = cell.final_return_median - base.final_return_median
+        cell.learning_flag = abs(diff) > threshold
+        cell.learning_note = (f"final_return {cell.final_return_median:.4g} vs baseline "
+                              f"{base.final_return_median:.4g} (diff {diff:+.4g}, threshold {threshold:.4g})")
 
-def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstrap: int,
-                bootstrap_seed: int) -> None:
-    """Whole-job wall-time ratio (baseline / cell), its CI, and the break-even budget."""
     if cell.wall_s is None or base.wall_s is None:
         cell.end_to_end_note = "no wall_s in ok jobs" if cell.wall_s is None else "baseline has no wall_s"
         return
@@ -605,8 +503,8 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
         return
     cell.end_to_end_ratio = base.wall_s / cell.wall_s
     if len(cell.wall_s_seeds) >= 2 and len(base.wall_s_seeds) >= 2:
-        rng = _rng(bootstrap_seed, "end_to_end|" + cell.label + "|" + base.label)
-        samples = ratio_samples(base.wall_s_seeds, cell.wall_s_seeds, rng, n_bootstrap, paired=False)
+        samples = _samples(base.wall_s_seeds, cell.wall_s_seeds, n_bootstrap, bootstrap_seed,
+                           "end_to_end|" + cell.label + "|" + base.label)
         cell.end_to_end_ci_low, cell.end_to_end_ci_high = interval(samples)
         cell.end_to_end_ci_method = "seeds"
     else:
@@ -627,61 +525,24 @@ def _end_to_end(cell: CellSummary, base: CellSummary, why: str | None, n_bootstr
             f"per step; {where}")
 
 
-def _ratio_samples(cell: CellSummary, base: CellSummary, rng: np.random.Generator,
-                   n: int) -> tuple[np.ndarray | None, str | None]:
-    """Bootstrap samples of median(cell) / median(base) (independent: two cells are separate jobs) and
-    the method used: over seeds when both cells have two, else over iterations."""
-    if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
-        x, y, method = cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, "seeds"
-    else:
-        x, y = cell.iteration_env_steps_per_s, base.iteration_env_steps_per_s
-        method = "iterations"
-        if not x or not y:
-            return None, None
-    return ratio_samples(x, y, rng, n, paired=False), method
-
-
-def _rng(seed: int, label: str) -> np.random.Generator:
-    """A generator per comparison, so adding a cell does not shift the others' CIs."""
-    return np.random.default_rng([seed, zlib.crc32(label.encode())])
-
-
-def _learning_check(cell: CellSummary, base: CellSummary) -> tuple[bool | None, str]:
-    if cell.final_return_median is None or base.final_return_median is None:
-        return None, "not assessed: no final_return"
-    spreads = [s for s in (cell.final_return_spread, base.final_return_spread) if s is not None]
-    if not spreads:
-        return None, "not assessed: no noise estimate (1 seed and no final_return_std)"
-    pooled = math.sqrt(sum(s * s for s in spreads) / len(spreads))
-    threshold = max(LEARNING_SD_FACTOR * pooled, LEARNING_REL_FLOOR * abs(base.final_return_median))
-    diff = cell.final_return_median - base.final_return_median
-    text = (
-        f"final_return {cell.final_return_median:.4g} vs baseline "
-        f"{base.final_return_median:.4g} (diff {diff:+.4g}, threshold {threshold:.4g})"
-    )
-    return abs(diff) > threshold, text
-
-
-def _marginal_effects(cells: list[CellSummary], dims: list[str], toggles_varied: list[str], spec: dict[str, str],
+def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str], spec: dict[str, str],
                       n_bootstrap: int, bootstrap_seed: int) -> list[MarginalEffect]:
-    """Geometric-mean pair ratios per (toggle, value) change, ranked largest first."""
+    """Geometric-mean pair ratios per (varied toggle, value) change, ranked largest first."""
     effects: list[MarginalEffect] = []
     baseline_cells = [c for c in cells if c.is_baseline]
-    for toggle in toggles_varied:
+    for toggle in (d for d in varied if d in sweep.toggle_dims):
         if toggle in spec:
             a = spec[toggle]
         elif baseline_cells:
             a = baseline_cells[0].key.get(toggle, UNKNOWN)
         else:
             continue
-        values = [v for v in dict.fromkeys(cell.key.get(toggle, UNKNOWN) for cell in cells) if v != UNKNOWN]
-        others = [d for d in dims if d != toggle]
-        index: dict[tuple[str, ...], dict[str, CellSummary]] = {}
+        index: dict[tuple[str, ...], dict[str, CellSummary]] = {}  # cells by their other dimensions, then value
         for cell in cells:
-            rest = tuple(cell.key.get(d, UNKNOWN) for d in others)
+            rest = tuple(cell.key.get(d, UNKNOWN) for d in sweep.dims if d != toggle)
             index.setdefault(rest, {})[cell.key.get(toggle, UNKNOWN)] = cell
-        for b in values:
-            if b != a:
+        for b in dict.fromkeys(cell.key.get(toggle, UNKNOWN) for cell in cells):
+            if b not in (a, UNKNOWN):
                 effects.append(_marginal_effect(toggle, a, b, index, n_bootstrap, bootstrap_seed))
     effects.sort(key=lambda e: (e.effect is None, -(e.effect or 0.0), e.label))
     for rank, eff in enumerate((e for e in effects if e.effect is not None), start=1):
@@ -694,30 +555,24 @@ def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], d
     """The effect of ``toggle`` a -> b over every pair of cells that differ only there."""
     eff = MarginalEffect(toggle=toggle, from_value=a, to_value=b)
     logs: list[np.ndarray] = []
-    methods: set[str] = set()
-    ci_ok = True
-    for by_value in index.values():
-        ca, cb = by_value.get(a), by_value.get(b)
+    methods: set[str | None] = set()
+    for ca, cb in ((v.get(a), v.get(b)) for v in index.values()):
         if ca is None or cb is None:
             continue
-        why = _comparable(cb, ca)
-        if why is not None:
+        if (why := _comparable(cb, ca)) is not None:
             eff.skipped.append(f"{cb.label} vs {ca.label}: {why}")
             continue
         assert ca.env_steps_per_s is not None and cb.env_steps_per_s is not None
         eff.pairs.append(PairRatio(without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s))
         eff.clean = (eff.clean is not False) and not ca.flags and not cb.flags
-        samples, method = _ratio_samples(cb, ca, _rng(bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}"), n_bootstrap)
-        if samples is None or method is None:
-            ci_ok = False
-        else:
+        samples, method = _ratio_samples(cb, ca, n_bootstrap, bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}")
+        methods.add(method)
+        if samples is not None:
             logs.append(np.log(samples))
-            methods.add(method)
     eff.n_pairs = len(eff.pairs)
     if eff.pairs:
         eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
-        if ci_ok and logs:
-            geo = np.exp(np.mean(np.vstack(logs), axis=0))
-            eff.ci_low, eff.ci_high = interval(geo)
+        if logs and None not in methods:  # every pair has an interval: the geometric mean of theirs
+            eff.ci_low, eff.ci_high = interval(np.exp(np.mean(np.vstack(logs), axis=0)))
             eff.ci_method = methods.pop() if len(methods) == 1 else "mixed"
     return eff

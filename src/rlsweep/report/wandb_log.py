@@ -49,13 +49,8 @@ def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
         if mode not in WANDB_MODES:
             continue
         job_sweep_dir = section(job.record, "job").get("sweep_dir")
-        return WandbTarget(
-            mode=mode,
-            project=project,
-            entity=entity,
-            group=wandb_group(job_sweep_dir or sweep_dir.resolve(), logger.get("group")),
-            dir=root,
-        )
+        return WandbTarget(mode=mode, project=project, entity=entity, dir=root,
+                           group=wandb_group(job_sweep_dir or sweep_dir.resolve(), logger.get("group")))
     return None
 
 
@@ -63,23 +58,6 @@ def _table(wandb: Any, table: tuple[list[str], list[list[Any]]]) -> Any:
     columns, rows = table
     data = [[cell_text(v) if isinstance(v, list) else v for v in row] for row in rows]
     return wandb.Table(columns=columns, data=data)
-
-
-def _log_to(run: Any, wandb: Any, report: Report, files: Iterable[Path]) -> None:
-    """The tables and plots as one logged step; the counts and toggle effects as the summary."""
-    metrics: dict[str, Any] = {
-        "report/cells": _table(wandb, summary_table(report)),
-        "report/marginal_effects": _table(wandb, effects_table(report)),
-    }
-    for path in files:
-        if path.suffix == ".png":
-            metrics[f"plots/{path.stem}"] = wandb.Image(str(path))
-    run.log(metrics)
-    run.summary.update({
-        **{f"report/n_{status}": n for status, n in report.counts.items()},
-        **{f"effect/{eff.toggle}={eff.to_value}": eff.effect for eff in report.marginal_effects
-           if eff.effect is not None},
-    })
 
 
 def _drop_older_offline_copies(run_dir: Path, run_id: str) -> None:
@@ -115,33 +93,27 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
         import wandb
 
         run = wandb.init(
-            mode=target.mode,
-            project=target.project,
-            entity=target.entity,
-            group=target.group,
-            job_type="report",
-            name="report",
+            mode=target.mode, project=target.project, entity=target.entity, group=target.group,
+            job_type="report", name="report",
             # one report run per sweep: running the report again continues it instead of adding one
-            id=stable_run_id(out_dir),
-            resume="allow",
-            dir=target.dir or str(out_dir),
-            config={
-                "sweep_dir": str(report.sweep_dir),
-                "baseline": report.baseline_spec,
-                "varied_dims": report.varied_dims,
-                "n_jobs": report.n_jobs,
-                "expected_jobs": report.expected_jobs,
-                "n_bootstrap": report.n_bootstrap,
-                "bootstrap_seed": report.bootstrap_seed,
-            },
+            id=stable_run_id(out_dir), resume="allow", dir=target.dir or str(out_dir),
+            config={"sweep_dir": str(report.sweep_dir), "baseline": report.baseline_spec,
+                    **{k: getattr(report, k) for k in ("varied_dims", "n_jobs", "expected_jobs", "n_bootstrap",
+                                                       "bootstrap_seed")}},
             reinit="finish_previous",
-            settings=wandb.Settings(
-                console="off", x_disable_stats=True, disable_git=True, silent=True
-            ),
+            settings=wandb.Settings(console="off", x_disable_stats=True, disable_git=True, silent=True),
         )
         try:
             run_dir = Path(run.dir).parent
-            _log_to(run, wandb, report, files)
+            # the tables and plots as one logged step; the counts and toggle effects as the summary
+            run.log({"report/cells": _table(wandb, summary_table(report)),
+                     "report/marginal_effects": _table(wandb, effects_table(report)),
+                     **{f"plots/{p.stem}": wandb.Image(str(p)) for p in files if p.suffix == ".png"}})
+            run.summary.update({
+                **{f"report/n_{status}": n for status, n in report.counts.items()},
+                **{f"effect/{eff.toggle}={eff.to_value}": eff.effect for eff in report.marginal_effects
+                   if eff.effect is not None},
+            })
         finally:
             run.finish()
         if target.mode == "offline":
@@ -149,9 +121,6 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
         return run_dir
     except Exception as exc:  # noqa: BLE001 - the report's files are written either way
         reason = (str(exc).strip().splitlines() or [""])[0]
-        print(
-            f"rlsweep report: W&B logging failed ({type(exc).__name__}: {reason}); "
-            "the report files are written",
-            file=sys.stderr,
-        )
+        print(f"rlsweep report: W&B logging failed ({type(exc).__name__}: {reason}); the report files are written",
+              file=sys.stderr)
         return None

@@ -37,13 +37,7 @@ def config_key(dim: str) -> str:
     ``backend.num_threads``) -> ``toggle.<dim>`` (the toggle's value as the job applied it), any
     other override (``algo.lr``, ``total_env_steps``) -> itself.
     """
-    if dim == "algo":
-        return "algo.name"
-    if dim == "env_id":
-        return "env.id"
-    if is_toggle_dim(dim):
-        return f"toggle.{dim}"
-    return dim
+    return {"algo": "algo.name", "env_id": "env.id"}.get(dim) or (f"toggle.{dim}" if is_toggle_dim(dim) else dim)
 
 
 def build_workspace(report: Report, entity: str | None = None) -> Any:
@@ -65,13 +59,13 @@ def build_workspace(report: Report, entity: str | None = None) -> Any:
         raise ValueError("the sweep's jobs did not log to W&B: there is no W&B workspace to build")
     keys = [config_key(d) for d in report.varied_dims]
 
+    grouped = {"groupby_aggfunc": AGGREGATE, "groupby_rangefunc": RANGE}
+
     def bar(metric: str, title: str) -> Any:
-        return wr.BarPlot(title=title, metrics=[wr.SummaryMetric(metric)], groupby_aggfunc=AGGREGATE,
-                          groupby_rangefunc=RANGE)
+        return wr.BarPlot(title=title, metrics=[wr.SummaryMetric(metric)], **grouped)
 
     def curve(metric: str, title: str) -> Any:
-        return wr.LinePlot(title=title, x=ENV_STEPS_METRIC, y=[metric], groupby_aggfunc=AGGREGATE,
-                           groupby_rangefunc=RANGE)
+        return wr.LinePlot(title=title, x=ENV_STEPS_METRIC, y=[metric], **grouped)
 
     spread = f"{AGGREGATE} over seeds, {RANGE.replace('minmax', 'min-max')} range"
     sections = [

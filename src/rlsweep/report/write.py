@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -40,16 +41,12 @@ def write_report(
         "summary.md": render_markdown(report).encode(),
         "report.json": (json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n").encode(),
     }
+    pngs = ((name, png_bytes(make(report))) for name, make in (PLOTS if plots else ()))  # each drawn, then written
     written = []
-    for name, data in files.items():
-        write_bytes_atomic(out / name, data)
-        written.append(out / name)
-    if plots:
-        for name, make in PLOTS:
-            png = png_bytes(make(report))
-            if png is not None:
-                write_bytes_atomic(out / name, png)
-                written.append(out / name)
+    for name, data in itertools.chain(files.items(), pngs):
+        if data is not None:
+            write_bytes_atomic(out / name, data)
+            written.append(out / name)
     if log_wandb:
         log_report(report, out, written)
         workspace, _url = publish_workspace(report, out)
