@@ -270,7 +270,30 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
                     cell.not_applicable.append(text)
         if job.status != STATUS_OK:
             cell.errors.append(f"{job.status} (seed {job.seed if job.seed is not None else '?'}): {job.error_line}")
-    for phase in PHASES:  # median over seeds of each phase's median_ms and total_s (total from count if absent)
+    _summarise_phases(cell, ok)
+    cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
+    cell.updates_per_s = _median(_numbers(ok, "throughput", "updates_per_s"))
+    cell.compile_s = _median(_numbers(ok, "compile", "compile_s"))
+    cell.graph_breaks = max(map(int, _numbers(ok, "compile", "graph_breaks")), default=None)
+    cell.recompiles = max(map(int, _numbers(ok, "compile", "recompiles")), default=None)
+    cell.compile_reasons = _compile_reasons(jobs)
+    _summarise_returns(cell, ok)
+    cell.wall_s, cell.env_steps, cell.fixed_cost_s = _median(cell.wall_s_seeds), _median(steps), _median(fixed)
+    disagree, note = measurement.seeds_disagree(ok)
+    if disagree and note:
+        _flag(cell, FLAG_SEEDS, note)
+    fps = list(dict.fromkeys(_fingerprint_key(section(job.record, "fingerprint")) for job in ok))
+    if len(fps) == 1:
+        cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
+    elif len(fps) > 1:  # a note naming the fields where its ok jobs differ
+        cell.fingerprint_mixed = True
+        cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(fps[0], fps[1])
+    return cell
+
+
+def _summarise_phases(cell: CellSummary, ok: list[Job]) -> None:
+    """The median over seeds of each phase's median_ms and total_s (a total from the count when absent)."""
+    for phase in PHASES:
         medians, totals = [], []
         for entry in (section(section(j.record, "timings"), phase) for j in ok):
             med, total = finite(entry.get("median_ms")), finite(entry.get("total_s"))
@@ -281,14 +304,11 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             if total is not None:
                 totals.append(total)
         cell.phase_median_ms[phase], cell.phase_total_s[phase] = _median(medians), _median(totals)
-    cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
-    cell.updates_per_s = _median(_numbers(ok, "throughput", "updates_per_s"))
-    cell.compile_s = _median(_numbers(ok, "compile", "compile_s"))
-    cell.graph_breaks = max(map(int, _numbers(ok, "compile", "graph_breaks")), default=None)
-    cell.recompiles = max(map(int, _numbers(ok, "compile", "recompiles")), default=None)
-    cell.compile_reasons = _compile_reasons(jobs)
-    # the median final return, its noise (the learning check's) and its interquartile range over seeds
-    # (one seed: over its eval episodes)
+
+
+def _summarise_returns(cell: CellSummary, ok: list[Job]) -> None:
+    """The median final return, its noise (the learning check's) and its interquartile range over seeds
+    (one seed: over its eval episodes)."""
     learned = [j for j in ok if finite(section(j.record, "learning").get("final_return")) is not None]
     returns = cell.final_returns = _numbers(learned, "learning", "final_return")
     cell.final_return_median = _median(returns)
@@ -302,17 +322,6 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     if iqr_over:
         cell.final_return_q25, cell.final_return_q75 = (float(q) for q in np.percentile(iqr_over, [25, 75]))
         cell.final_return_iqr_over = "seeds" if len(returns) >= 2 else "eval episodes"
-    cell.wall_s, cell.env_steps, cell.fixed_cost_s = _median(cell.wall_s_seeds), _median(steps), _median(fixed)
-    disagree, note = measurement.seeds_disagree(ok)
-    if disagree and note:
-        _flag(cell, FLAG_SEEDS, note)
-    fps = list(dict.fromkeys(_fingerprint_key(section(job.record, "fingerprint")) for job in ok))
-    if len(fps) == 1:
-        cell.fingerprint = {n: json.loads(v) for n, v in zip(FINGERPRINT_FIELDS, fps[0])}
-    elif len(fps) > 1:  # a note naming the fields where its ok jobs differ
-        cell.fingerprint_mixed = True
-        cell.fingerprint_note = "mixed fingerprints within cell: " + _fingerprint_diff(fps[0], fps[1])
-    return cell
 
 
 def _notes(cells: list[CellSummary], jobs: list[Job], label: dict[int, str]) -> list[str]:
