@@ -434,6 +434,16 @@ def test_a_toggle_without_an_off_value_gets_a_stated_baseline(tmp_path: Path) ->
     assert threads.effect == pytest.approx(1 / 1.8) and threads.n_pairs == 1
 
 
+def test_an_unswept_off_value_falls_back_to_the_toggles_first_value(tmp_path: Path) -> None:
+    # compile=max-autotune,default: "none" was not run, so the baseline is compile's first value in the
+    # toggle's own order (default), not the sweep's first job (max-autotune), and the report says why
+    sweep = make_sweep(tmp_path, {("max-autotune", False): [200, 210], ("default", False): [100, 105]})
+    report = rp.build_report(rp.load_sweep(sweep))
+    assert report.baseline_labels == ["compile=default"]
+    assert report.baseline_reasons["compile"] == "the off value was not swept: the toggle's first value in the sweep"
+    assert cell(report, compile="max-autotune").ratio == pytest.approx(2.0, rel=0.03)
+
+
 def test_unknown_toggle_is_a_toggle_not_a_context(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     for num, (comp, graphs, rate) in enumerate(
