@@ -28,7 +28,6 @@ from rlsweep.records import (
     NEEDS_RESUME,
     OTHER_CONFIG,
     STATUS_RUNNING,
-    cell_key,
     expand_sweep,
     job_alive,
     override_key,
@@ -484,10 +483,11 @@ def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
 def _without_seed(overrides: list[str]) -> tuple[tuple[str, ...], str | None]:
     """The job's cell key (its overrides without ``seed=...``) and that override; only a plain
     ``seed=<value>`` given once is split off (else: the whole list, None)."""
-    key, found = cell_key(overrides, (SEED_KEY,)), [o for o in overrides if o.split("=", 1)[0] == SEED_KEY]
-    if len(found) != 1 or len(key) != len(overrides) - 1:
+    found = [i for i, o in enumerate(overrides) if o.split("=", 1)[0] == SEED_KEY]
+    if len(found) != 1:
         return tuple(overrides), None
-    return key, found[0]
+    i = found[0]
+    return (*overrides[:i], *overrides[i + 1:]), overrides[i]
 
 
 def _seed_in(cell: _Cell, seed_override: str) -> int | None:

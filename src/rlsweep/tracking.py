@@ -300,11 +300,17 @@ class Tracker:
         try:
             import wandb
 
+            # what the user chose, with any secret in it redacted (one scrub: one read of the secrets)
+            project, entity, group, name, tags, config = scrub(
+                [self.settings.project, self.settings.entity, group, name, list(tags), config])
             self.run = wandb.init(
                 mode=self.mode,
-                # the values only: a key scrubbed would be an unknown argument
-                **dict(zip(("project", "entity", "group", "name", "tags", "config"),
-                           scrub([self.settings.project, self.settings.entity, group, name, list(tags), config]))),
+                project=project,
+                entity=entity,
+                group=group,
+                name=name,
+                tags=tags,
+                config=config,
                 job_type=job_type,
                 id=run_id,
                 resume="allow",
