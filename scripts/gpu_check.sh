@@ -104,7 +104,7 @@ step cuda_tests 120 "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider --junitxm
 # at a time (submitit_local, whose jobs see only their gpus_per_node GPUs), seed-major, so a cut-short
 # sweep still holds both cells' first seeds
 APART=(hydra/launcher=submitit_local hydra.launcher.max_parallel=1 hydra.launcher.gpus_per_node=1)
-sweep ppo_seeds 240 experiment=sb3_ppo "total_env_steps=$PPO" "${BEST[@]}" "${APART[@]}" \
+sweep ppo_seeds 300 experiment=sb3_ppo "total_env_steps=$PPO" "${BEST[@]}" "${APART[@]}" \
   "seed=range(0,$SEEDS)" "seeds_per_job=1,$SEEDS"
 sweep ppo_seeds_many 150 experiment=sb3_ppo "total_env_steps=$PPO" "${BEST[@]}" "${APART[@]}" \
   "seed=range(0,$MANY)" "seeds_per_job=$MANY"
