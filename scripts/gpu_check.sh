@@ -55,8 +55,9 @@ pack() {  # the archive that comes back: records, logs and tables; checkpoints d
     && mv "$(dirname "$DEST")/gpu_results.tgz.part" "$(dirname "$DEST")/gpu_results.tgz"
 }
 step() {  # step NAME CAP_S COMMAND...: run one step within its cap and the time left; never stop the script
-  local name=$1 cap=$2; shift 2
-  # GPU_CHECK_ONLY="cuda_tests ppo_seeds": only these steps (a rerun within what is left of a lease)
+  local name=$1 cap=${GPU_CHECK_CAP_S:-$2}; shift 2
+  # GPU_CHECK_ONLY="cuda_tests ppo_seeds": only these steps (a rerun within what is left of a lease);
+  # GPU_CHECK_CAP_S: every step's cap instead of its own (one step rerun with the whole of what is left)
   if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" ${name#sweep_} "* ]]; then return; fi
   local t0=$(date +%s) left=$(( DEADLINE - $(date +%s) - 15 ))
   [ "$left" -lt "$cap" ] && cap=$left
