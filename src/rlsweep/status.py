@@ -33,11 +33,9 @@ from rlsweep.records import (
     job_folders,
     job_num,
     last_line,
-    multirun_hydra,
-    multirun_lists,
+    multirun_sweep,
     read_checkpoint_header,
     read_json,
-    read_multirun,
     read_record,
     write_json_atomic,
 )
@@ -132,16 +130,10 @@ def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, l
         jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
                 for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
         return jobs, MANIFEST_FILE
-    try:
-        multirun = read_multirun(sweep_dir)
-        if multirun is not None:
-            lists = multirun_lists(multirun)
-            if lists is None:
-                raise ValueError(f"sweeper {multirun_hydra(multirun)[0]} chooses its jobs as it goes")
-            return [(i, o, None) for i, o in enumerate(expand_sweep(lists))], MULTIRUN_FILE
-    except Exception as exc:  # noqa: BLE001 - any parse failure: use the job folders, say so
-        notes.append(f"multirun.yaml not expanded ({type(exc).__name__}: {exc}); jobs from their folders only")
-    return [], "job folders"
+    multirun = multirun_sweep(sweep_dir, notes)
+    if multirun is None:
+        return [], "job folders"
+    return [(i, o, None) for i, o in enumerate(expand_sweep(multirun[1]))], MULTIRUN_FILE
 
 
 # ---------------------------------------------------------------------------------------------- records

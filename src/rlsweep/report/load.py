@@ -21,9 +21,7 @@ from rlsweep.records import (
     job_folders,
     job_num,
     last_line,
-    multirun_hydra,
-    multirun_lists,
-    read_multirun,
+    multirun_sweep,
 )
 from rlsweep.report.measurement import section
 from rlsweep.report.model import (
@@ -82,19 +80,10 @@ def _expected(
 ) -> tuple[int | None, dict[str, list[str]], dict[str, str]]:
     """What multirun.yaml says: adds the jobs it expects that are not in ``jobs``; returns how many it
     expects (None without it), each swept dimension's listed values and the config's own values."""
-    lists = None
-    try:
-        sweep_cfg = read_multirun(root)
-        lists = multirun_lists(sweep_cfg) if sweep_cfg is not None else None
-        if sweep_cfg is not None and lists is None:
-            notes.append(f"sweeper {multirun_hydra(sweep_cfg)[0]} chooses its jobs as it goes: the report has the "
-                         "jobs it finds, none expected")
-    except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
-        notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
-    except Exception as exc:  # noqa: BLE001 - any parser failure: the jobs from their folders, say so
-        notes.append(f"multirun.yaml overrides not parsed by Hydra ({exc}); not used")
-    if lists is None:
+    multirun = multirun_sweep(root, notes)
+    if multirun is None:
         return None, {}, {}
+    sweep_cfg, lists = multirun
     listed, defaults = _listed_and_defaults(lists, sweep_cfg)
     combos = expand_sweep(lists)
     if not combos or combos == [[]]:
