@@ -105,8 +105,8 @@ def test_multirun_yaml_gives_the_sweepers_arguments(tmp_path: Path) -> None:
     cfg = {"hydra": {"sweeper": {"_target_": "x.BasicSweeper", "params": {"seed": "0,1"}},
                      "overrides": {"task": ["compile=none"]}}}
     (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps(cfg))
-    assert records.multirun_hydra(cfg) == ("x.BasicSweeper", ["seed=0,1", "compile=none"])
-    assert records.multirun_sweep(tmp_path, notes) == (cfg, {"seed": ["seed=0", "seed=1"], "compile": ["compile=none"]})
+    read, lists = records.multirun_sweep(tmp_path, notes)
+    assert read == cfg and list(lists.items()) == [("seed", ["seed=0", "seed=1"]), ("compile", ["compile=none"])]
     cfg["hydra"]["sweeper"]["_target_"] = "x.OptunaSweeper"
     (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps(cfg))
     assert records.multirun_sweep(tmp_path, notes) is None

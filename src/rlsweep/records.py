@@ -324,20 +324,15 @@ def multirun_sweep(sweep_dir: Path, notes: list[str]) -> tuple[dict[str, Any], d
         cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         if not isinstance(cfg, dict):
             raise TypeError("top level is not a mapping")
-        sweeper, arguments = multirun_hydra(cfg)
+        hydra_cfg = cfg.get("hydra") or {}
+        sweeper = hydra_cfg.get("sweeper") or {}
+        target = str(sweeper.get("_target_", ""))
         # a multirun.yaml always names its sweeper; one without is read as the basic sweeper's
-        if sweeper and not sweeper.endswith("BasicSweeper"):
-            notes.append(f"sweeper {sweeper} chooses its jobs as it goes: none expected, jobs from their folders only")
+        if target and not target.endswith("BasicSweeper"):
+            notes.append(f"sweeper {target} chooses its jobs as it goes: none expected, jobs from their folders only")
             return None
-        return cfg, sweep_lists(arguments)
+        task = (hydra_cfg.get("overrides") or {}).get("task") or []
+        return cfg, sweep_lists(sweep_arguments(task, sweeper.get("params")))
     except Exception as exc:  # noqa: BLE001 - unreadable, or any parser failure: the jobs from their folders, say so
         notes.append(f"{MULTIRUN_FILE} not used ({type(exc).__name__}: {exc}); jobs from their folders only")
         return None
-
-
-def multirun_hydra(cfg: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The sweeper's ``_target_`` and arguments (:func:`sweep_arguments`) saved in a ``multirun.yaml``."""
-    hydra_cfg = cfg.get("hydra") or {}
-    sweeper = hydra_cfg.get("sweeper") or {}
-    task = (hydra_cfg.get("overrides") or {}).get("task") or []
-    return str(sweeper.get("_target_", "")), sweep_arguments(task, sweeper.get("params"))
