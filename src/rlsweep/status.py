@@ -316,7 +316,8 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
     """
     root = Path(sweep_dir)
     if not root.is_dir():
-        raise StatusInputError(f"sweep dir not found: {root}" if not root.exists() else f"not a folder: {root}")
+        problem = "not found" if not root.exists() else "is not a folder"
+        raise StatusInputError(f"sweep dir {problem}: {root}")
     notes: list[str] = []
     expected, source = _expected_jobs(root, notes)
     records: dict[int, tuple[Path, dict[str, Any] | None]] = {}

@@ -45,22 +45,16 @@ from rlsweep.report.wandb_log import wandb_target
 
 
 def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
-    """Read every job of a sweep directory.
-
-    Args:
-        sweep_dir: A Hydra multirun directory (job folders below it, possibly nested).
-
-    Returns:
-        The sweep, including failed and missing jobs.
+    """Every job of the sweep in ``sweep_dir`` (a Hydra multirun folder, job folders below it, possibly
+    nested), failed and missing ones included.
 
     Raises:
-        ReportInputError: The directory does not exist or holds no jobs at all.
+        ReportInputError: The folder does not exist or holds no jobs at all.
     """
     root = Path(sweep_dir)
-    if not root.exists():
-        raise ReportInputError(f"sweep dir not found: {root}")
     if not root.is_dir():
-        raise ReportInputError(f"sweep dir is not a directory: {root}")
+        problem = "not found" if not root.exists() else "is not a folder"
+        raise ReportInputError(f"sweep dir {problem}: {root}")
     notes: list[str] = []
     jobs = [_load_job(folder) for folder in job_folders(root)]
     expected_jobs, listed, defaults = _expected(root, jobs, notes)
