@@ -285,12 +285,10 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
                       + (f": {last_line(record.get('error'))}" if status == INTERRUPTED else ""))
     elif status == INTERRUPTED:
         job.state, job.detail = INTERRUPTED, last_line(record.get("error")) or "interrupted"
+    elif status == RUNNING and slurm is None and job_alive(record) is False:
+        job.state, job.detail = FAILED, "killed: its process ended without writing a result"
     elif status == RUNNING:
-        alive = job_alive(record) if slurm is None else True
-        if alive is False:
-            job.state, job.detail = FAILED, "killed: its process ended without writing a result"
-        else:
-            job.state = RUNNING
+        job.state = RUNNING
     elif record is not None:
         job.state, job.detail = FAILED, f"status {status!r}: {last_line(record.get('error'))}"
     if job.state == TIMED_OUT and job.requeues:
