@@ -119,8 +119,7 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
     known = {int(j["num"]): j for j in manifest.get("jobs", []) if isinstance(j, dict) and "num" in j}
     for num, overrides, slurm_id in jobs:
         known[int(num)] = {"num": int(num), "overrides": list(overrides), "slurm_job_id": slurm_id}
-    manifest = {"schema_version": 1, "launcher": launcher, "jobs": [known[n] for n in sorted(known)]}
-    write_json_atomic(path, manifest)
+    write_json_atomic(path, {"schema_version": 1, "launcher": launcher, "jobs": [known[n] for n in sorted(known)]})
 
 
 def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
