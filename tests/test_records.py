@@ -100,10 +100,20 @@ def test_an_interval_is_refused_with_what_the_basic_sweeper_takes() -> None:
 
 
 def test_multirun_yaml_gives_the_sweepers_arguments(tmp_path: Path) -> None:
-    assert records.read_multirun(tmp_path) is None
-    (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps({"hydra": {
-        "sweeper": {"_target_": "x.BasicSweeper", "params": {"seed": "0,1"}}, "overrides": {"task": ["compile=none"]}}}))
-    assert records.multirun_hydra(records.read_multirun(tmp_path)) == ("x.BasicSweeper", ["seed=0,1", "compile=none"])
+    notes: list[str] = []
+    assert records.multirun_sweep(tmp_path, notes) is None and notes == []
+    cfg = {"hydra": {"sweeper": {"_target_": "x.BasicSweeper", "params": {"seed": "0,1"}},
+                     "overrides": {"task": ["compile=none"]}}}
+    (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps(cfg))
+    read, lists = records.multirun_sweep(tmp_path, notes)
+    assert read == cfg and list(lists.items()) == [("seed", ["seed=0", "seed=1"]), ("compile", ["compile=none"])]
+    cfg["hydra"]["sweeper"]["_target_"] = "x.OptunaSweeper"
+    (tmp_path / records.MULTIRUN_FILE).write_text(json.dumps(cfg))
+    assert records.multirun_sweep(tmp_path, notes) is None
+    (tmp_path / records.MULTIRUN_FILE).write_text("[1, 2]")
+    assert records.multirun_sweep(tmp_path, notes) is None
+    assert notes == ["sweeper x.OptunaSweeper chooses its jobs as it goes: none expected, jobs from their folders only",
+                     "multirun.yaml not used (TypeError: top level is not a mapping); jobs from their folders only"]
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])

@@ -310,36 +310,29 @@ def expand_sweep(lists: Mapping[str, list[str]]) -> list[list[str]]:
     return [list(job) for job in itertools.product(*lists.values())]
 
 
-def read_multirun(sweep_dir: Path) -> dict[str, Any] | None:
-    """The sweep's ``multirun.yaml`` (Hydra writes it before launching); None when there is none.
-
-    Raises:
-        OSError, yaml.YAMLError, TypeError: it is there but cannot be read.
-    """
+def multirun_sweep(sweep_dir: Path, notes: list[str]) -> tuple[dict[str, Any], dict[str, list[str]]] | None:
+    """The sweep's ``multirun.yaml`` (Hydra writes it before launching) and each swept key's options in it
+    (:func:`sweep_lists`; its jobs: :func:`expand_sweep` of them), for the status and the report alike. None
+    when there is none, or, with a note in ``notes``, when it cannot be read or parsed or its sweeper chooses
+    its jobs as it goes (a search: Optuna), so that no grid of its ``choice(...)`` is expected."""
     import yaml
 
     path = Path(sweep_dir) / MULTIRUN_FILE
     if not path.is_file():
         return None
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(cfg, dict):
-        raise TypeError("top level is not a mapping")
-    return cfg
-
-
-def multirun_lists(cfg: Mapping[str, Any]) -> dict[str, list[str]] | None:
-    """Each swept key's options (:func:`sweep_lists`) of a saved ``multirun.yaml``; None when its sweeper
-    chooses its jobs as it goes (a search: Optuna), so that no grid of its ``choice(...)`` is expected."""
-    sweeper, arguments = multirun_hydra(cfg)
-    # a multirun.yaml always names its sweeper; one without is read as the basic sweeper's
-    if sweeper and not sweeper.endswith("BasicSweeper"):
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(cfg, dict):
+            raise TypeError("top level is not a mapping")
+        hydra_cfg = cfg.get("hydra") or {}
+        sweeper = hydra_cfg.get("sweeper") or {}
+        target = str(sweeper.get("_target_", ""))
+        # a multirun.yaml always names its sweeper; one without is read as the basic sweeper's
+        if target and not target.endswith("BasicSweeper"):
+            notes.append(f"sweeper {target} chooses its jobs as it goes: none expected, jobs from their folders only")
+            return None
+        task = (hydra_cfg.get("overrides") or {}).get("task") or []
+        return cfg, sweep_lists(sweep_arguments(task, sweeper.get("params")))
+    except Exception as exc:  # noqa: BLE001 - unreadable, or any parser failure: the jobs from their folders, say so
+        notes.append(f"{MULTIRUN_FILE} not used ({type(exc).__name__}: {exc}); jobs from their folders only")
         return None
-    return sweep_lists(arguments)
-
-
-def multirun_hydra(cfg: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The sweeper's ``_target_`` and arguments (:func:`sweep_arguments`) saved in a ``multirun.yaml``."""
-    hydra_cfg = cfg.get("hydra") or {}
-    sweeper = hydra_cfg.get("sweeper") or {}
-    task = (hydra_cfg.get("overrides") or {}).get("task") or []
-    return str(sweeper.get("_target_", "")), sweep_arguments(task, sweeper.get("params"))

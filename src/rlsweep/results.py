@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -22,14 +23,10 @@ def utc_now() -> str:
 
 
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    line = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        line = next((line for line in f if line.startswith("model name")), "")
+    return line.split(":", 1)[1].strip() if line else platform.processor() or platform.machine()
 
 
 def fingerprint(device: torch.device | None = None) -> dict[str, Any]:

@@ -33,11 +33,9 @@ from rlsweep.records import (
     job_folders,
     job_num,
     last_line,
-    multirun_hydra,
-    multirun_lists,
+    multirun_sweep,
     read_checkpoint_header,
     read_json,
-    read_multirun,
     read_record,
     write_json_atomic,
 )
@@ -121,8 +119,7 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
     known = {int(j["num"]): j for j in manifest.get("jobs", []) if isinstance(j, dict) and "num" in j}
     for num, overrides, slurm_id in jobs:
         known[int(num)] = {"num": int(num), "overrides": list(overrides), "slurm_job_id": slurm_id}
-    manifest = {"schema_version": 1, "launcher": launcher, "jobs": [known[n] for n in sorted(known)]}
-    write_json_atomic(path, manifest)
+    write_json_atomic(path, {"schema_version": 1, "launcher": launcher, "jobs": [known[n] for n in sorted(known)]})
 
 
 def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
@@ -132,16 +129,10 @@ def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, l
         jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
                 for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
         return jobs, MANIFEST_FILE
-    try:
-        multirun = read_multirun(sweep_dir)
-        if multirun is not None:
-            lists = multirun_lists(multirun)
-            if lists is None:
-                raise ValueError(f"sweeper {multirun_hydra(multirun)[0]} chooses its jobs as it goes")
-            return [(i, o, None) for i, o in enumerate(expand_sweep(lists))], MULTIRUN_FILE
-    except Exception as exc:  # noqa: BLE001 - any parse failure: use the job folders, say so
-        notes.append(f"multirun.yaml not expanded ({type(exc).__name__}: {exc}); jobs from their folders only")
-    return [], "job folders"
+    multirun = multirun_sweep(sweep_dir, notes)
+    if multirun is None:
+        return [], "job folders"
+    return [(i, o, None) for i, o in enumerate(expand_sweep(multirun[1]))], MULTIRUN_FILE
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -293,12 +284,10 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
                       + (f": {last_line(record.get('error'))}" if status == INTERRUPTED else ""))
     elif status == INTERRUPTED:
         job.state, job.detail = INTERRUPTED, last_line(record.get("error")) or "interrupted"
+    elif status == RUNNING and slurm is None and job_alive(record) is False:
+        job.state, job.detail = FAILED, "killed: its process ended without writing a result"
     elif status == RUNNING:
-        alive = job_alive(record) if slurm is None else True
-        if alive is False:
-            job.state, job.detail = FAILED, "killed: its process ended without writing a result"
-        else:
-            job.state = RUNNING
+        job.state = RUNNING
     elif record is not None:
         job.state, job.detail = FAILED, f"status {status!r}: {last_line(record.get('error'))}"
     if job.state == TIMED_OUT and job.requeues:
@@ -324,7 +313,8 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
     """
     root = Path(sweep_dir)
     if not root.is_dir():
-        raise StatusInputError(f"sweep dir not found: {root}" if not root.exists() else f"not a folder: {root}")
+        problem = "not found" if not root.exists() else "is not a folder"
+        raise StatusInputError(f"sweep dir {problem}: {root}")
     notes: list[str] = []
     expected, source = _expected_jobs(root, notes)
     records: dict[int, tuple[Path, dict[str, Any] | None]] = {}

@@ -21,9 +21,7 @@ from rlsweep.records import (
     job_folders,
     job_num,
     last_line,
-    multirun_hydra,
-    multirun_lists,
-    read_multirun,
+    multirun_sweep,
 )
 from rlsweep.report.measurement import section
 from rlsweep.report.model import (
@@ -47,22 +45,16 @@ from rlsweep.report.wandb_log import wandb_target
 
 
 def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
-    """Read every job of a sweep directory.
-
-    Args:
-        sweep_dir: A Hydra multirun directory (job folders below it, possibly nested).
-
-    Returns:
-        The sweep, including failed and missing jobs.
+    """Every job of the sweep in ``sweep_dir`` (a Hydra multirun folder, job folders below it, possibly
+    nested), failed and missing ones included.
 
     Raises:
-        ReportInputError: The directory does not exist or holds no jobs at all.
+        ReportInputError: The folder does not exist or holds no jobs at all.
     """
     root = Path(sweep_dir)
-    if not root.exists():
-        raise ReportInputError(f"sweep dir not found: {root}")
     if not root.is_dir():
-        raise ReportInputError(f"sweep dir is not a directory: {root}")
+        problem = "not found" if not root.exists() else "is not a folder"
+        raise ReportInputError(f"sweep dir {problem}: {root}")
     notes: list[str] = []
     jobs = [_load_job(folder) for folder in job_folders(root)]
     expected_jobs, listed, defaults = _expected(root, jobs, notes)
@@ -82,19 +74,10 @@ def _expected(
 ) -> tuple[int | None, dict[str, list[str]], dict[str, str]]:
     """What multirun.yaml says: adds the jobs it expects that are not in ``jobs``; returns how many it
     expects (None without it), each swept dimension's listed values and the config's own values."""
-    lists = None
-    try:
-        sweep_cfg = read_multirun(root)
-        lists = multirun_lists(sweep_cfg) if sweep_cfg is not None else None
-        if sweep_cfg is not None and lists is None:
-            notes.append(f"sweeper {multirun_hydra(sweep_cfg)[0]} chooses its jobs as it goes: the report has the "
-                         "jobs it finds, none expected")
-    except (OSError, yaml.YAMLError, AttributeError, TypeError) as exc:
-        notes.append(f"multirun.yaml unreadable ({type(exc).__name__}: {exc}); not used")
-    except Exception as exc:  # noqa: BLE001 - any parser failure: the jobs from their folders, say so
-        notes.append(f"multirun.yaml overrides not parsed by Hydra ({exc}); not used")
-    if lists is None:
+    multirun = multirun_sweep(root, notes)
+    if multirun is None:
         return None, {}, {}
+    sweep_cfg, lists = multirun
     listed, defaults = _listed_and_defaults(lists, sweep_cfg)
     combos = expand_sweep(lists)
     if not combos or combos == [[]]:
