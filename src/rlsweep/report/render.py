@@ -53,9 +53,8 @@ def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
     """("<toggle> n/a: <reason>", "all cells" or the cell labels), in first-seen order."""
     groups: dict[str, list[str]] = {}
     for cell in report.cells:
-        for entry in cell.not_applicable:
-            name, _, reason = entry.partition(": ")
-            groups.setdefault(f"{name} n/a: {reason}", []).append(cell.label)
+        for entry in cell.not_applicable:  # "<toggle>: <reason>" -> "<toggle> n/a: <reason>"
+            groups.setdefault(entry.replace(": ", " n/a: ", 1), []).append(cell.label)
     with_records = [c for c in report.cells if c.n_ok + c.n_failed > 0]
     return [(text, "all cells" if len(labels) == len(with_records) > 1 else ", ".join(labels))
             for text, labels in groups.items()]
@@ -357,7 +356,7 @@ def _md_ratios(cell: CellSummary) -> tuple[str, str, str, str, str]:
 
 def _md_cell_row(cell: CellSummary) -> list[str]:
     notes = [cell.ratio_note] if cell.ratio_note and not cell.is_baseline else []
-    notes += [f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable]
+    notes += [n.replace(": ", " n/a: ", 1) for n in cell.not_applicable]
     label, ratio, ci, e2e, e2e_ci = _md_ratios(cell)
     return [
         label, str(cell.n_ok), str(cell.n_failed), str(cell.n_missing), _fmt(cell.env_steps_per_s, ".1f"), ratio,
