@@ -21,14 +21,8 @@ from rlsweep.status import settle_records, sweep_status
 
 
 def main(argv: Sequence[str]) -> int:
-    """Command-line entry point.
-
-    Args:
-        argv: Arguments without the program name.
-
-    Returns:
-        0 when a report was produced (failed jobs included), 2 for bad input.
-    """
+    """Command-line entry point (``argv`` without the program name): 0 when a report was produced
+    (failed jobs included), 2 for bad input."""
     parser = argparse.ArgumentParser(
         prog="python -m sweeps.report",
         description="Summarise a sweep: per-cell throughput, speed-up vs baseline, "
