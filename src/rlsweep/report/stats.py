@@ -529,14 +529,9 @@ def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str],
                       n_bootstrap: int, bootstrap_seed: int) -> list[MarginalEffect]:
     """Geometric-mean pair ratios per (varied toggle, value) change, ranked largest first."""
     effects: list[MarginalEffect] = []
-    baseline_cells = [c for c in cells if c.is_baseline]
+    base_key = next(c.key for c in cells if c.is_baseline)  # _baseline found one or raised
     for toggle in (d for d in varied if d in sweep.toggle_dims):
-        if toggle in spec:
-            a = spec[toggle]
-        elif baseline_cells:
-            a = baseline_cells[0].key.get(toggle, UNKNOWN)
-        else:
-            continue
+        a = spec[toggle] if toggle in spec else base_key.get(toggle, UNKNOWN)
         index: dict[tuple[str, ...], dict[str, CellSummary]] = {}  # cells by their other dimensions, then value
         for cell in cells:
             rest = tuple(cell.key.get(d, UNKNOWN) for d in sweep.dims if d != toggle)
