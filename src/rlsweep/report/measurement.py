@@ -155,7 +155,7 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
         info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
         threads = positive_int(fp.get("num_threads")) or 1
-        group = rec.get("group") if isinstance(rec.get("group"), dict) else {}
+        group = section(rec, "group")
         if group.get("jobs") and group["jobs"][0] != info.get("num"):
             threads = 0  # seeds_per_job: its group's first seed's process kept these threads busy, counted once
         # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;

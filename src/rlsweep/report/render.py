@@ -260,26 +260,23 @@ def _compile_reason_lines(report: Report) -> list[str]:
     for cell in report.cells:
         entries: list[str] = []
         for name, fn in cell.compile_reasons.items():
+            head = f"- `{name}`: "
             for brk in fn.get("graph_breaks", []):
                 where = f"{brk.get('file') or '?'}:{brk.get('line') if brk.get('line') is not None else '?'}"
                 func = f" in `{brk['function']}`" if brk.get("function") else ""
-                entries.append(
-                    f"- `{name}`: graph break {_times(brk)} at `{where}`{func}: {_md_text(brk.get('reason'))}"
-                )
+                entries.append(f"{head}graph break {_times(brk)} at `{where}`{func}: {_md_text(brk.get('reason'))}")
                 if stack := brk.get("stack"):
                     entries.append("  - call chain: " + " → ".join(f"`{f}`" for f in stack))
             for rec in fn.get("recompiles", []):
                 frame = f" of `{rec['frame']}`" if rec.get("frame") else ""
-                entries.append(
-                    f"- `{name}`: recompile {_times(rec)}{frame}, guard failed: {_md_text(rec.get('reason'))}"
-                )
+                entries.append(f"{head}recompile {_times(rec)}{frame}, guard failed: {_md_text(rec.get('reason'))}")
             if fn.get("cudagraph_skip_count"):
                 said = fn.get("cudagraph_skips", [])
-                entries.append(f"- `{name}`: {fn['cudagraph_skip_count']} graph(s) ran without CUDA graphs"
+                entries.append(f"{head}{fn['cudagraph_skip_count']} graph(s) ran without CUDA graphs"
                                + ("" if said else " (no reason given: inductor skips every graph on a CPU)"))
                 entries += [f"  - {_times(skip)}: {_md_text(skip.get('reason'))}" for skip in said]
             if fn.get("reasons_dropped"):
-                entries.append(f"- `{name}`: {fn['reasons_dropped']} more occurrence(s) of reasons not kept")
+                entries.append(f"{head}{fn['reasons_dropped']} more occurrence(s) of reasons not kept")
         if entries:
             lines += [f"### {_md_escape(cell.label)}", "", *entries, ""]
     if not lines:

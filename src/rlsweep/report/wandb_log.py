@@ -33,12 +33,11 @@ def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
     job resolved it (``record["logging"]``), else resolved from its ``config.logger`` (older records).
     None when no job logged to W&B."""
     for job in jobs:
-        config = job.record.get("config")
-        logger = config.get("logger") if isinstance(config, dict) else None
+        logger = section(job.record, "config").get("logger")
         if not isinstance(logger, dict):
             continue
-        logged = job.record.get("logging")
-        if isinstance(logged, dict) and "wandb_project" in logged:
+        logged = section(job.record, "logging")
+        if "wandb_project" in logged:
             mode, project, entity, root = (logged.get(f"wandb_{k}") for k in ("mode", "project", "entity", "dir"))
         else:
             try:
