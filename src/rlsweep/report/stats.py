@@ -273,8 +273,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.compile_reasons = _compile_reasons(jobs)
     _summarise_returns(cell, ok)
     cell.wall_s, cell.env_steps, cell.fixed_cost_s = _median(cell.wall_s_seeds), _median(steps), _median(fixed)
-    disagree, note = measurement.seeds_disagree(ok)
-    if disagree and note:
+    if note := measurement.seeds_disagree(ok):
         _flag(cell, FLAG_SEEDS, note)
     fps = list(dict.fromkeys(_fingerprint_key(section(job.record, "fingerprint")) for job in ok))
     if len(fps) == 1:
