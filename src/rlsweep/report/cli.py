@@ -21,14 +21,8 @@ from rlsweep.status import settle_records, sweep_status
 
 
 def main(argv: Sequence[str]) -> int:
-    """Command-line entry point.
-
-    Args:
-        argv: Arguments without the program name.
-
-    Returns:
-        0 when a report was produced (failed jobs included), 2 for bad input.
-    """
+    """Command-line entry point (``argv`` without the program name): 0 when a report was produced
+    (failed jobs included), 2 for bad input."""
     parser = argparse.ArgumentParser(
         prog="python -m sweeps.report",
         description="Summarise a sweep: per-cell throughput, speed-up vs baseline, "
@@ -61,15 +55,13 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out_dir = Path(args.out) if args.out else Path(args.sweep_dir) / "report"
-    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    print(render_table(report, color=color))
+    print(render_table(report, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     try:
         written = write_report(report, out_dir, plots=not args.no_plots, log_wandb=False)
     except OSError as exc:
         print(f"error: cannot write report to {out_dir}: {exc}", file=sys.stderr)
         return 2
-    print()
-    print(f"Wrote {len(written)} files to {out_dir}:")  # two lines: the summary's width is kept to 120 columns
+    print(f"\nWrote {len(written)} files to {out_dir}:")  # two lines: the summary's width is kept to 120 columns
     print("  " + ", ".join(p.name for p in written))
     if report.wandb is not None and not args.no_wandb:
         run_dir = log_report(report, out_dir, written)

@@ -103,13 +103,13 @@ def job_drift(job: Job) -> dict[str, Any] | None:
     }
 
 
-def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
-    """Whether a cell's ok seeds disagree beyond their own iteration noise (None: not assessed)."""
+def seeds_disagree(jobs: Sequence[Job]) -> str | None:
+    """How a cell's ok seeds disagree beyond their own iteration noise; None when they agree or are too few."""
     per_job = sorted(((rate, job.seed, iters) for job in jobs
                       if (rate := steady_rate(job)) is not None and len(iters := iteration_rates(job)) >= 2),
                      key=lambda x: x[0])
     if len(per_job) < 2:
-        return None, None
+        return None
     (slow, slow_seed, slow_iters), (fast, fast_seed, fast_iters) = per_job[0], per_job[-1]
     median = float(np.median([r for r, _, _ in per_job]))
     spread = (fast - slow) / median
@@ -117,7 +117,7 @@ def seeds_disagree(jobs: Sequence[Job]) -> tuple[bool | None, str | None]:
     apart = fast - slow > NOISE_SE_FACTOR * float(np.hypot(*se))
     note = (f"seeds disagree: env_steps_per_s {slow:.4g} (seed {slow_seed}) to {fast:.4g} "
             f"(seed {fast_seed}), spread {spread:.0%} of the median")
-    return bool(spread > SEED_SPREAD_REL and apart), note
+    return note if spread > SEED_SPREAD_REL and apart else None
 
 
 # ----------------------------------------------------------------------- when and where
@@ -155,7 +155,7 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
         info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
         threads = positive_int(fp.get("num_threads")) or 1
-        group = rec.get("group") if isinstance(rec.get("group"), dict) else {}
+        group = section(rec, "group")
         if group.get("jobs") and group["jobs"][0] != info.get("num"):
             threads = 0  # seeds_per_job: its group's first seed's process kept these threads busy, counted once
         # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;

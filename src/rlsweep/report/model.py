@@ -148,14 +148,13 @@ class Sweep:
 class CellSummary:
     """Computed numbers for one cell (a toggle combination; seeds are repeats).
 
-    Attributes ending in ``_ms`` / ``_s`` / ``_per_s`` carry their unit. Medians are
-    over ok seeds. ``ratio`` (steady state) and ``end_to_end_ratio`` (whole-job wall time) are
-    relative to ``baseline_label``'s cell; ``ratio_clean`` is False when this cell or its baseline
-    carries a measurement flag (``flags``: ``drift``, ``seeds_disagree``, ``oversubscribed``; the
-    reasons in ``flag_notes``). ``job_drift`` holds, per ok job, the first and last thirds' median
-    per-iteration rates and their ratio. The final return's spread for reading is the
-    interquartile range ``final_return_q25``..``final_return_q75`` over seeds (one seed: over its
-    evaluation episodes, ``final_return_iqr_over`` says which).
+    Attributes ending in ``_ms`` / ``_s`` / ``_per_s`` carry their unit. Medians are over ok seeds. ``ratio``
+    (steady state) and ``end_to_end_ratio`` (whole-job wall time) are relative to ``baseline_label``'s cell;
+    ``ratio_clean`` is False when this cell or its baseline carries a measurement flag (``flags``, see
+    :data:`FLAG_RULE`; the reasons in ``flag_notes``). ``job_drift`` holds, per ok job, the first and last
+    thirds' median per-iteration rates and their ratio. The final return's spread for reading is the
+    interquartile range ``final_return_q25``..``final_return_q75`` over seeds (one seed: over its evaluation
+    episodes, ``final_return_iqr_over`` says which).
 
     ``compile_reasons`` holds, per compiled function with any, dynamo's graph-break and
     recompile reasons from the cell's job records (``compile.per_function.<name>``), identical

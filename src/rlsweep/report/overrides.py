@@ -58,11 +58,8 @@ def split_override(text: str) -> tuple[str, str]:
 
 def norm_key(key: str) -> str:
     """Normalise an override key: no ``+``/``~`` prefix, no ``toggles.``, ``env.id`` -> env_id."""
-    k = key.strip().lstrip("+~")
-    k = k.removeprefix("toggles.")
-    if k == "env.id":
-        k = "env_id"
-    return k
+    k = key.strip().lstrip("+~").removeprefix("toggles.")
+    return "env_id" if k == "env.id" else k
 
 
 def override_signature(overrides: Iterable[str]) -> tuple[tuple[str, str], ...]:

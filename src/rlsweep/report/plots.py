@@ -211,13 +211,12 @@ def learning_figure(report: Report) -> Any | None:
         handles.append(Line2D([], [], markersize=5, label=f"{label} ({what})", **style))
     handles.append(Line2D([], [], color="grey", alpha=0.5, linewidth=0.7,
                           label="thin lines: single seeds, in their cell's colour"))
-    for ax in (ax_steps, ax_wall):
+    for ax, x_label, title in ((ax_steps, "env steps", "Return vs env steps"),
+                               (ax_wall, "wall-clock s (since the job's training started)", "Return vs wall-clock")):
         ax.autoscale_view()  # a collection does not rescale the axes by itself
         ax.set_ylabel("episode return")
-    ax_steps.set_xlabel("env steps")
-    ax_wall.set_xlabel("wall-clock s (since the job's training started)")
-    ax_steps.set_title("Return vs env steps")
-    ax_wall.set_title("Return vs wall-clock")
+        ax.set_xlabel(x_label)
+        ax.set_title(title)
     ax_legend.legend(handles=handles, loc="center", ncol=2, fontsize=7, frameon=False)
     return fig
 

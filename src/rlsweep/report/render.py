@@ -53,9 +53,8 @@ def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
     """("<toggle> n/a: <reason>", "all cells" or the cell labels), in first-seen order."""
     groups: dict[str, list[str]] = {}
     for cell in report.cells:
-        for entry in cell.not_applicable:
-            name, _, reason = entry.partition(": ")
-            groups.setdefault(f"{name} n/a: {reason}", []).append(cell.label)
+        for entry in cell.not_applicable:  # "<toggle>: <reason>" -> "<toggle> n/a: <reason>"
+            groups.setdefault(entry.replace(": ", " n/a: ", 1), []).append(cell.label)
     with_records = [c for c in report.cells if c.n_ok + c.n_failed > 0]
     return [(text, "all cells" if len(labels) == len(with_records) > 1 else ", ".join(labels))
             for text, labels in groups.items()]
@@ -133,10 +132,11 @@ def _wrap(text: str, width: int, indent: str = "", split_words: bool = True) -> 
                          break_long_words=split_words) or [""]
 
 
-def _grid(header: list[str], rows: list[list[str]], width: int) -> tuple[list[int], list[list[list[str]]]]:
-    """Column widths and each row's columns as wrapped lines (header first), so that the table
-    fits ``width`` columns: numbers keep their width, the cell label and the flags share what is
-    left, and headers wrap at their spaces only when they would not fit whole."""
+def _grid(header: list[str], rows: list[list[str]], width: int, colors: list[int | None]) -> list[str]:
+    """The table's lines, header first, fitting ``width`` columns: numbers keep their width, the cell
+    label and the flags share what is left (a row's longer text wraps onto its next lines), and headers
+    wrap at their spaces only when they would not fit whole. ``colors``: per row, the ANSI colour of
+    its label and steady ratio (None: plain)."""
     n = len(header)
     widths = [max([len(r[i]) for r in rows] + [len(header[i])]) for i in range(n)]
     if sum(widths[1:-1]) + 2 * (n - 1) + 12 + len("NOT CLEAN,") > width:
@@ -145,23 +145,26 @@ def _grid(header: list[str], rows: list[list[str]], width: int) -> tuple[list[in
     if widths[0] + widths[-1] > room:
         widths[-1] = min(widths[-1], max(len("NOT CLEAN,"), room // 4))
         widths[0] = max(12, room - widths[-1])
-    wrapped = [[_wrap(text, widths[i], "    " if i == 0 else "") for i, text in enumerate(row)]
-               for row in [header, *rows]]
-    return widths, wrapped
+    ratio_col = header.index("steady [95% CI]")
+    lines = []
+    for row, color in zip([header, *rows], [None, *colors]):
+        cols = [_wrap(text, widths[i], "    " if i == 0 else "") for i, text in enumerate(row)]
+        for k in range(max(len(c) for c in cols)):
+            parts = []
+            for i, col in enumerate(cols):
+                text = col[k] if k < len(col) else ""
+                padded = text.ljust(widths[i]) if i in (0, n - 1) else text.rjust(widths[i])
+                if k == 0 and i in (0, ratio_col) and color is not None:
+                    padded = f"\x1b[1;{color}m{padded}\x1b[0m"
+                parts.append(padded)
+            lines.append("  ".join(parts).rstrip())
+    return lines
 
 
 def render_table(report: Report, color: bool) -> str:
-    """The terminal summary: verdict first, then a table that fits :data:`TERMINAL_WIDTH` columns.
-
-    The full table (every phase, CI method, graph breaks, return IQR) is summary.md's.
-
-    Args:
-        report: The computed report.
-        color: Use ANSI bold/colour for the best (green) and worst (red) ratio.
-
-    Returns:
-        The rendered text (no trailing newline).
-    """
+    """The terminal summary (no trailing newline): verdict first, then a table that fits
+    :data:`TERMINAL_WIDTH` columns; with ``color``, the best ratio bold green and the worst bold red.
+    The full table (every phase, CI method, graph breaks, return IQR) is summary.md's."""
     header = ["cell", "ok", "steps/s", "steady [95% CI]", "end to end [95% CI]", "compile s", "return", "flags"]
     rows = [[
         ("* " if cell.is_baseline else "  ") + cell.label,
@@ -178,22 +181,6 @@ def render_table(report: Report, color: bool) -> str:
     rated = _rated(report) if color else []  # the best ratio green, the worst red
     best, worst = (f(rated, key=lambda c: c.ratio or 0.0, default=None) for f in (max, min))
     paint = {} if best is worst else {id(best): 32, id(worst): 31}
-    ratio_col = header.index("steady [95% CI]")
-    widths, grid = _grid(header, rows, TERMINAL_WIDTH)
-
-    def lines(cols: list[list[str]], cell: CellSummary | None = None) -> list[str]:
-        out = []
-        for k in range(max(len(c) for c in cols)):
-            parts = []
-            for i, col in enumerate(cols):
-                text = col[k] if k < len(col) else ""
-                padded = text.ljust(widths[i]) if i in (0, len(cols) - 1) else text.rjust(widths[i])
-                if k == 0 and i in (0, ratio_col) and id(cell) in paint:
-                    padded = f"\x1b[1;{paint[id(cell)]}m{padded}\x1b[0m"
-                parts.append(padded)
-            out.append("  ".join(parts).rstrip())
-        return out
-
     counts = report.counts
     expected = f" of {report.expected_jobs} expected" if report.expected_jobs else ""
     text = [
@@ -202,7 +189,7 @@ def render_table(report: Report, color: bool) -> str:
         f"({counts['ok']} ok, {counts['failed']} failed, {counts['missing']} missing)",
         "Baseline: " + report.baseline_why,
         "Run order: " + (report.run_order.get("text") or "unknown"), "",
-        *lines(grid[0]), *[line for entry, cell in zip(grid[1:], report.cells) for line in lines(entry, cell)],
+        *_grid(header, rows, TERMINAL_WIDTH, [paint.get(id(cell)) for cell in report.cells]),
         "(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)",
     ]
     if any(c.cold_compile_s is not None for c in report.cells):
@@ -273,26 +260,23 @@ def _compile_reason_lines(report: Report) -> list[str]:
     for cell in report.cells:
         entries: list[str] = []
         for name, fn in cell.compile_reasons.items():
+            head = f"- `{name}`: "
             for brk in fn.get("graph_breaks", []):
                 where = f"{brk.get('file') or '?'}:{brk.get('line') if brk.get('line') is not None else '?'}"
                 func = f" in `{brk['function']}`" if brk.get("function") else ""
-                entries.append(
-                    f"- `{name}`: graph break {_times(brk)} at `{where}`{func}: {_md_text(brk.get('reason'))}"
-                )
+                entries.append(f"{head}graph break {_times(brk)} at `{where}`{func}: {_md_text(brk.get('reason'))}")
                 if stack := brk.get("stack"):
                     entries.append("  - call chain: " + " → ".join(f"`{f}`" for f in stack))
             for rec in fn.get("recompiles", []):
                 frame = f" of `{rec['frame']}`" if rec.get("frame") else ""
-                entries.append(
-                    f"- `{name}`: recompile {_times(rec)}{frame}, guard failed: {_md_text(rec.get('reason'))}"
-                )
+                entries.append(f"{head}recompile {_times(rec)}{frame}, guard failed: {_md_text(rec.get('reason'))}")
             if fn.get("cudagraph_skip_count"):
                 said = fn.get("cudagraph_skips", [])
-                entries.append(f"- `{name}`: {fn['cudagraph_skip_count']} graph(s) ran without CUDA graphs"
+                entries.append(f"{head}{fn['cudagraph_skip_count']} graph(s) ran without CUDA graphs"
                                + ("" if said else " (no reason given: inductor skips every graph on a CPU)"))
                 entries += [f"  - {_times(skip)}: {_md_text(skip.get('reason'))}" for skip in said]
             if fn.get("reasons_dropped"):
-                entries.append(f"- `{name}`: {fn['reasons_dropped']} more occurrence(s) of reasons not kept")
+                entries.append(f"{head}{fn['reasons_dropped']} more occurrence(s) of reasons not kept")
         if entries:
             lines += [f"### {_md_escape(cell.label)}", "", *entries, ""]
     if not lines:
@@ -369,7 +353,7 @@ def _md_ratios(cell: CellSummary) -> tuple[str, str, str, str, str]:
 
 def _md_cell_row(cell: CellSummary) -> list[str]:
     notes = [cell.ratio_note] if cell.ratio_note and not cell.is_baseline else []
-    notes += [f"{n.partition(': ')[0]} n/a: {n.partition(': ')[2]}" for n in cell.not_applicable]
+    notes += [n.replace(": ", " n/a: ", 1) for n in cell.not_applicable]
     label, ratio, ci, e2e, e2e_ci = _md_ratios(cell)
     return [
         label, str(cell.n_ok), str(cell.n_failed), str(cell.n_missing), _fmt(cell.env_steps_per_s, ".1f"), ratio,
@@ -491,8 +475,5 @@ def render_csv(report: Report) -> str:
     """summary.csv: :func:`summary_table` as text."""
     columns, rows = summary_table(report)
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([cell_text(v) for v in row])
+    csv.writer(buf, lineterminator="\n").writerows([columns, *([cell_text(v) for v in row] for row in rows)])
     return buf.getvalue()

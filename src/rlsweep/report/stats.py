@@ -55,17 +55,11 @@ def build_report(
     n_bootstrap: int = N_BOOTSTRAP,
     bootstrap_seed: int = BOOTSTRAP_SEED,
 ) -> Report:
-    """Compute per-cell numbers, ratios vs the baseline, toggle effects and flags.
+    """Compute per-cell numbers, ratios vs the baseline, toggle effects and flags (pure data; nothing is written).
 
-    Args:
-        sweep: The loaded sweep.
-        baseline: Override-style baseline choice (e.g. ``{"compile": "none"}``); entries
-            replace the all-toggles-off default. None uses the default.
-        n_bootstrap: Bootstrap resamples per CI.
-        bootstrap_seed: RNG seed; the same inputs give the same CIs.
-
-    Returns:
-        The report (pure data; nothing is written).
+    ``baseline`` is override-style (``{"compile": "none"}``): its entries replace the all-toggles-off
+    default. Each CI takes ``n_bootstrap`` resamples from an RNG seeded with ``bootstrap_seed``, so the
+    same inputs give the same CIs.
 
     Raises:
         ReportInputError: An unknown baseline key, no cell matching the baseline, or
@@ -279,8 +273,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.compile_reasons = _compile_reasons(jobs)
     _summarise_returns(cell, ok)
     cell.wall_s, cell.env_steps, cell.fixed_cost_s = _median(cell.wall_s_seeds), _median(steps), _median(fixed)
-    disagree, note = measurement.seeds_disagree(ok)
-    if disagree and note:
+    if note := measurement.seeds_disagree(ok):
         _flag(cell, FLAG_SEEDS, note)
     fps = list(dict.fromkeys(_fingerprint_key(section(job.record, "fingerprint")) for job in ok))
     if len(fps) == 1:
@@ -363,10 +356,7 @@ def _notes(cells: list[CellSummary], jobs: list[Job], label: dict[int, str]) -> 
 # -------------------------------------------------------------------------- baseline
 
 
-REASON_USER = "chosen with --baseline"
 REASON_OFF = "toggle off"
-REASON_FALLBACK = "the off value was not swept: the toggle's first value in the sweep"
-REASON_DEFAULT = "the config's default"
 
 
 def _baseline(
@@ -391,7 +381,7 @@ def _baseline(
         key = norm_key(str(raw_key))
         if key not in dims:
             raise ReportInputError(f"unknown baseline key {raw_key!r}; known keys: {', '.join(dims) or '(none)'}")
-        spec[key], reasons[key] = norm_value(raw_value), REASON_USER
+        spec[key], reasons[key] = norm_value(raw_value), "chosen with --baseline"
     toggles_varied = [d for d in varied if d in sweep.toggle_dims]
     open_dims = varied if not baseline and not toggles_varied else [d for d in toggles_varied if d not in spec]
     for dim in open_dims:
@@ -401,7 +391,7 @@ def _baseline(
         unswept = f"; the config's default {dim}={default} was not swept" if default is not None else ""
         listed = [v for v in sweep.listed_values.get(dim, []) if v in present]
         if default in present:
-            spec[dim], reasons[dim] = default, REASON_DEFAULT
+            spec[dim], reasons[dim] = default, "the config's default"
         elif listed:
             spec[dim], reasons[dim] = listed[0], "the first value listed" + unswept
         else:
@@ -412,7 +402,7 @@ def _baseline(
         if reasons[dim] == REASON_OFF and present and value not in present:
             known = TOGGLE_VALUE_ORDER.get(dim, ())
             spec[dim] = min(present, key=lambda v: (known.index(v) if v in known else len(known), v))
-            reasons[dim] = REASON_FALLBACK
+            reasons[dim] = "the off value was not swept: the toggle's first value in the sweep"
     context = [d for d in dims if d not in sweep.toggle_dims and d not in reasons]
     text = spec_text(spec)
     by_context: dict[tuple[str, ...], CellSummary] = {}
@@ -538,14 +528,9 @@ def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str],
                       n_bootstrap: int, bootstrap_seed: int) -> list[MarginalEffect]:
     """Geometric-mean pair ratios per (varied toggle, value) change, ranked largest first."""
     effects: list[MarginalEffect] = []
-    baseline_cells = [c for c in cells if c.is_baseline]
+    base_key = next(c.key for c in cells if c.is_baseline)  # _baseline found one or raised
     for toggle in (d for d in varied if d in sweep.toggle_dims):
-        if toggle in spec:
-            a = spec[toggle]
-        elif baseline_cells:
-            a = baseline_cells[0].key.get(toggle, UNKNOWN)
-        else:
-            continue
+        a = spec[toggle] if toggle in spec else base_key.get(toggle, UNKNOWN)
         index: dict[tuple[str, ...], dict[str, CellSummary]] = {}  # cells by their other dimensions, then value
         for cell in cells:
             rest = tuple(cell.key.get(d, UNKNOWN) for d in sweep.dims if d != toggle)

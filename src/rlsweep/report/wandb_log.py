@@ -33,12 +33,11 @@ def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
     job resolved it (``record["logging"]``), else resolved from its ``config.logger`` (older records).
     None when no job logged to W&B."""
     for job in jobs:
-        config = job.record.get("config")
-        logger = config.get("logger") if isinstance(config, dict) else None
+        logger = section(job.record, "config").get("logger")
         if not isinstance(logger, dict):
             continue
-        logged = job.record.get("logging")
-        if isinstance(logged, dict) and "wandb_project" in logged:
+        logged = section(job.record, "logging")
+        if "wandb_project" in logged:
             mode, project, entity, root = (logged.get(f"wandb_{k}") for k in ("mode", "project", "entity", "dir"))
         else:
             try:
@@ -70,21 +69,14 @@ def _drop_older_offline_copies(run_dir: Path, run_id: str) -> None:
 
 
 def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
-    """Log the report as one run (job_type "report") in the jobs' project and group.
+    """Log the report as one run (job_type "report") in the jobs' project and group (``report.wandb``;
+    None: nothing is logged); return the run's folder, None when nothing was logged (no target, or W&B failed).
 
-    The run's id comes from the report folder, so a report made again updates the same W&B run
-    (offline: its new copy replaces the earlier one on disk). Logs ``report/cells`` (summary.csv's
-    columns), ``report/marginal_effects`` and the PNGs as ``plots/<name>``; counts and toggle
-    effects go to the run's summary.
-
-    Args:
-        report: The computed report; ``report.wandb`` says where (None: nothing is logged).
-        out_dir: The report folder; the run is written under ``<out_dir>/wandb/`` (or under the
-            jobs' W&B folder, ``<target.dir>/wandb/``, when they logged to one).
-        files: The report files written; the PNGs among them are logged as images.
-
-    Returns:
-        The run's folder, or None when nothing was logged (no target, or W&B failed).
+    The run's id comes from the report folder ``out_dir``, so a report made again updates the same W&B
+    run (offline: its new copy replaces the earlier one on disk); the run is written under
+    ``<out_dir>/wandb/`` (or under the jobs' W&B folder, ``<target.dir>/wandb/``, when they logged to one).
+    Logs ``report/cells`` (summary.csv's columns), ``report/marginal_effects`` and the PNGs among
+    ``files`` as ``plots/<name>``; counts and toggle effects go to the run's summary.
     """
     target = report.wandb
     if target is None:

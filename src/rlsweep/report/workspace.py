@@ -41,16 +41,9 @@ def config_key(dim: str) -> str:
 
 
 def build_workspace(report: Report, entity: str | None = None) -> Any:
-    """The sweep's W&B workspace (a ``wandb_workspaces.workspaces.Workspace``).
-
-    Args:
-        report: The computed report; ``report.wandb`` must say where the jobs logged.
-        entity: The W&B entity, when ``report.wandb.entity`` is None (the account's default);
-            left empty in the definition otherwise.
-
-    Raises:
-        ValueError: The report's jobs did not log to W&B.
-    """
+    """The sweep's W&B workspace (a ``wandb_workspaces.workspaces.Workspace``) in the jobs' W&B project,
+    of their group (``report.wandb``; ValueError when the jobs did not log to W&B). ``entity`` is used when
+    ``report.wandb.entity`` is None (the account's default); with neither, the definition's is left empty."""
     import wandb_workspaces.reports.v2 as wr
     import wandb_workspaces.workspaces as ws
 
@@ -139,17 +132,11 @@ def save_workspace(workspace: Any) -> str:
 
 
 def publish_workspace(report: Report, out_dir: Path, save: bool | None = None) -> tuple[Path | None, str | None]:
-    """Write ``<out_dir>/wandb_workspace.json``; when the jobs logged online, save it to W&B too.
+    """Write ``<out_dir>/wandb_workspace.json`` (nothing when the jobs did not log to W&B) and, with
+    ``save`` (None: when the jobs logged online), save it to W&B too; return the definition's path and the
+    saved workspace's URL, each None when not written or not saved.
 
     Never raises: a failure becomes one warning line on stderr (the report's files are written).
-
-    Args:
-        report: The computed report (nothing is done when its jobs did not log to W&B).
-        out_dir: The report folder.
-        save: Save to W&B; None: when the jobs logged online.
-
-    Returns:
-        The definition's path (None when not written) and the saved workspace's URL (None when not saved).
     """
     if report.wandb is None:
         return None, None

@@ -18,21 +18,13 @@ from rlsweep.report.workspace import publish_workspace
 def write_report(
     report: Report, out_dir: str | os.PathLike[str], plots: bool = True, log_wandb: bool = True
 ) -> list[Path]:
-    """Write summary.csv, summary.md, report.json and (optionally) PNG plots, each atomically.
+    """Write summary.csv, summary.md, report.json and (``plots``) ratio.png, phases.png and
+    learning_curves.png into ``out_dir`` (created when missing), each atomically; return their paths.
 
-    A plot without data (e.g. every job failed) is skipped. When the sweep's jobs logged to W&B,
-    the report is also logged as one run in their group (:func:`~rlsweep.report.wandb_log.log_report`)
-    and their workspace written (:func:`~rlsweep.report.workspace.publish_workspace`); a W&B failure
-    only prints a warning.
-
-    Args:
-        report: The computed report.
-        out_dir: Output folder; created when missing.
-        plots: Also write ratio.png, phases.png and learning_curves.png.
-        log_wandb: Log the report (and its workspace) to W&B when the jobs did.
-
-    Returns:
-        Paths of the files written (the W&B run folder is not among them; the workspace is).
+    A plot without data (e.g. every job failed) is skipped. With ``log_wandb``, when the sweep's jobs
+    logged to W&B, the report is also logged as one run in their group (:func:`~rlsweep.report.wandb_log.log_report`)
+    and their workspace written (:func:`~rlsweep.report.workspace.publish_workspace`; its path is among
+    those returned, the W&B run folder is not); a W&B failure only prints a warning.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
