@@ -244,7 +244,7 @@ class AlgorithmContract:
         assert any(" needs a " in e and "action space" in e for e in errors), errors
 
     def test_non_finite_loss_stops_the_job(self) -> None:
-        from rlsweep.algos.base import NonFiniteLossError
+        from rlsweep.runtime import NonFiniteLossError
 
         with pytest.raises(NonFiniteLossError, match=r"non-finite loss at update \d+"):
             self.train("algo.lr=1e30", "total_env_steps=2048")
