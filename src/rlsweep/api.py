@@ -14,12 +14,12 @@ Names here are stable; everything else in rlsweep is internal and may change.
 
 from __future__ import annotations
 
-from rlsweep.algos.base import Algorithm, NonFiniteLossError, check_finite
+from rlsweep.algos.base import Algorithm
 from rlsweep.buffers import ReplayBuffer, SeedBuffers, replay_buffer
 from rlsweep.config import AlgoConfig, ConfigError, TrainConfig, hyper_parameter_errors
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import layer_init, mlp
-from rlsweep.runtime import Policy, Runtime
+from rlsweep.runtime import NonFiniteLossError, Policy, Runtime, check_finite
 from rlsweep.seeds import SeedStack
 from rlsweep.timing import PHASES, PhaseTimer
 from rlsweep.update import Update

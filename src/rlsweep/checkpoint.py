@@ -205,8 +205,7 @@ def load(path: Path, cfg: TrainConfig) -> dict[str, Any] | None:
         log.warning("checkpoint %s not used: %s; the job starts afresh", path, why)
     if body is None:
         return None
-    payload = torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
-    return payload if payload.get("config_digest") == config_digest(cfg) else None
+    return torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
 
 
 def restore(payload: dict[str, Any], algo: Any) -> None:

@@ -10,7 +10,7 @@ synchronises: that would remove the overlap ``non_blocking`` creates); on CPU, t
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,23 +18,15 @@ import torch
 PHASES = ("env_step", "act", "h2d", "d2h", "update")
 
 
-class DeviceEvents(Protocol):
-    """Where a :class:`PhaseTimer` gets its device clock (CUDA events; a test may pass a fake)."""
+class CudaEvents:
+    """Where a :class:`PhaseTimer` gets its device clock on CUDA (a test may pass a fake with these methods)."""
 
     def event(self) -> Any:
         """A fresh timing event: ``record()`` on the current stream, ``elapsed_time(end)`` in ms."""
-
-    def synchronize(self) -> None:
-        """Wait for all work queued on the device."""
-
-
-class CudaEvents:
-    """CUDA timing events on the current stream; ``torch.cuda.synchronize`` once per iteration."""
-
-    def event(self) -> Any:
         return torch.cuda.Event(enable_timing=True)
 
     def synchronize(self) -> None:
+        """Wait for all work queued on the device (once per iteration)."""
         torch.cuda.synchronize()
 
 
@@ -73,7 +65,7 @@ class PhaseTimer:
     """
 
     def __init__(self, device: torch.device, phases: tuple[str, ...] = PHASES,
-                 events: DeviceEvents | None = None) -> None:
+                 events: CudaEvents | None = None) -> None:
         self.samples: dict[str, list[float]] = {p: [] for p in phases}
         self.host_samples: dict[str, list[float]] = {p: [] for p in phases}
         self.recording = False

@@ -75,9 +75,9 @@ def test_pin_memory_values_are_typed() -> None:
     from rlsweep.validate import validate
 
     assert validate(tiny_cfg("ppo", "pin_memory=staging")) == []
-    for bad in ("1", "yes", "Staging"):
+    for bad, shown in (("1", "1"), ("yes", "'yes'"), ("Staging", "'Staging'")):
         errors = validate(tiny_cfg("ppo", f"pin_memory={bad}"))
-        assert errors == [f"pin_memory={bad} is not valid; choose one of: false, true, staging"], errors
+        assert errors == [f"pin_memory={shown} is not valid; choose one of: false, true, staging"], errors
 
 
 @pytest.mark.cuda

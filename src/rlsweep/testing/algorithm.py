@@ -6,14 +6,31 @@ import dataclasses
 import inspect
 import os
 import signal
+import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
+import torch
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 
+from rlsweep.algos import algorithm_class, to_object
+from rlsweep.config import AlgoConfig, register_configs
+from rlsweep.envs import make_envs
 from rlsweep.resources import CONF_DIR  # rlsweep's own config directory (checkout or installed package)
+from rlsweep.runner import seed_everything, train, train_seeds
+from rlsweep.runtime import NonFiniteLossError, Policy
+from rlsweep.seeds import SeedStack
+from rlsweep.signals import Interrupted
 from rlsweep.testing.toggles import EFFECTS, Effect, Observation, observe
+from rlsweep.timing import PhaseTimer
+from rlsweep.toggles import TOGGLES, applied_toggles
+from rlsweep.validate import validate
 
 #: what every contract job adds: a short, quiet, single-threaded job with W&B off
 QUIET = ("warmup_iters=1", "eval_episodes=2", "progress=false", "logger.mode=disabled", "backend.num_threads=1")
@@ -23,13 +40,6 @@ _Observed = tuple[Observation, dict[str, Any]]
 
 def compose(overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> Any:
     """The typed config ``python -m sweeps.train [--config-dir config_dir] overrides...`` would run."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from rlsweep.algos import to_object
-    from rlsweep.config import register_configs
-
     register_configs()
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
     GlobalHydra.instance().clear()
@@ -46,14 +56,6 @@ def parameters(algo: Any) -> dict[str, Any]:
 
 def initial_parameters(cfg: Any) -> dict[str, Any]:
     """The parameters of ``cfg``'s networks as built on the CPU, before any update (as :func:`parameters`)."""
-    import torch
-
-    from rlsweep.algos import algorithm_class
-    from rlsweep.envs import make_envs
-    from rlsweep.runner import seed_everything
-    from rlsweep.timing import PhaseTimer
-    from rlsweep.toggles import applied_toggles
-
     device = torch.device("cpu")
     with applied_toggles(cfg, device) as (rt, _):
         seed_everything(cfg.seed)
@@ -68,11 +70,6 @@ def assert_seeds_together_are_seeds_alone(cfg: Any, seeds: Sequence[int]) -> Non
     """``cfg``'s job trained for ``seeds`` together (``seeds_per_job``) and for each seed alone: the same
     env steps, updates and episodes, networks within float tolerance (the grouped step is vectorised,
     the single one torch.optim's own), evaluations within 1%."""
-    import torch
-
-    from rlsweep.runner import train, train_seeds
-    from rlsweep.seeds import SeedStack
-
     together = train_seeds(cfg, list(seeds))
     modules = together[0].algo.modules()
     for k, seed in enumerate(seeds):
@@ -120,14 +117,10 @@ class AlgorithmContract:
         return compose([f"algo={self.algo}", *self.tiny, *QUIET, *overrides], self.config_dir)
 
     def train(self, *overrides: str, **kwargs: Any) -> Any:
-        from rlsweep.runner import train
-
         return train(self.cfg(*overrides), **kwargs)
 
     # -- the contract --------------------------------------------------------------------------------
     def test_runs_and_times_every_phase(self) -> None:
-        import numpy as np
-
         cfg = self.cfg()
         out = self.train()
         assert 0 < out.env_steps <= cfg.total_env_steps
@@ -143,8 +136,6 @@ class AlgorithmContract:
         assert out.learning["eval_episodes"] == cfg.eval_episodes
 
     def test_same_seed_same_numbers(self) -> None:
-        import torch
-
         a, b = self.train(), self.train()
         assert a.env_steps == b.env_steps
         assert a.learning["curve"]["episode_return"] == b.learning["curve"]["episode_return"]
@@ -156,9 +147,6 @@ class AlgorithmContract:
         """``seeds_per_job``: each seed of a group gets the episodes, networks (within float tolerance: the
         grouped step is vectorised, the single one torch.optim's own) and evaluation of its job alone. An
         algorithm without ``seeds_together`` is refused before launch instead, and skips this."""
-
-        from rlsweep.algos import algorithm_class
-
         cfg = self.cfg("eval_episodes=2")
         if not algorithm_class(cfg.algo._target_).seeds_together:
             pytest.skip("does not set seeds_together: seeds_per_job > 1 is refused before launch")
@@ -166,10 +154,6 @@ class AlgorithmContract:
 
     def test_every_hyper_parameter_is_used(self) -> None:
         """Config parity: every field of the schema is read by the algorithm's own code while it trains."""
-        from rlsweep.algos import algorithm_class
-        from rlsweep.config import AlgoConfig
-        from rlsweep.runner import train
-
         cfg = self.cfg()
         cls = algorithm_class(cfg.algo._target_)
         reads = _record_reads(cfg, cls)
@@ -181,11 +165,9 @@ class AlgorithmContract:
     def test_acting_runs_on_the_eval_mode_views(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Acting goes through ``rt.policy``, and with twin_modules=true nothing timed as "act" runs the
         train-mode networks: acting that calls them itself would bypass ``twin_modules``."""
-        from rlsweep import runtime, timing
-
         seen = {"calls": 0, "forwards": 0, "in_act": 0}
-        init, call = runtime.Policy.__init__, runtime.Policy.__call__
-        start, stop, lap = timing.PhaseTimer.start, timing.PhaseTimer.stop, timing.PhaseTimer.lap
+        init, call = Policy.__init__, Policy.__call__
+        start, stop, lap = PhaseTimer.start, PhaseTimer.stop, PhaseTimer.lap
 
         def note_forward(*_: Any) -> None:
             seen["forwards"] += 1  # a forward of a train-mode network since the timer's last reading
@@ -212,11 +194,11 @@ class AlgorithmContract:
                 return method(timer, phase, t0)
             return record
 
-        monkeypatch.setattr(runtime.Policy, "__init__", recording_init)
-        monkeypatch.setattr(runtime.Policy, "__call__", recording_call)
-        monkeypatch.setattr(timing.PhaseTimer, "start", recording_start)
-        monkeypatch.setattr(timing.PhaseTimer, "stop", ending(stop))
-        monkeypatch.setattr(timing.PhaseTimer, "lap", ending(lap))
+        monkeypatch.setattr(Policy, "__init__", recording_init)
+        monkeypatch.setattr(Policy, "__call__", recording_call)
+        monkeypatch.setattr(PhaseTimer, "start", recording_start)
+        monkeypatch.setattr(PhaseTimer, "stop", ending(stop))
+        monkeypatch.setattr(PhaseTimer, "lap", ending(lap))
         out = self.train("twin_modules=true")
         assert seen["calls"] > 0 and out.timings["act"]["count"] > 0, "act through rt.policy(timer, *modules)"
         assert seen["in_act"] == 0, (
@@ -226,8 +208,6 @@ class AlgorithmContract:
     def test_checks_its_own_config(self) -> None:
         """``validate_config`` accepts the tiny job and names a bad value in a line of text; the base
         class's checks still run (an override adds to ``super().validate_config(cfg)``)."""
-        from rlsweep.algos import algorithm_class
-
         cfg = self.cfg()
         cls = algorithm_class(cfg.algo._target_)
         assert cls.validate_config(cfg) == []
@@ -236,25 +216,17 @@ class AlgorithmContract:
         assert all(isinstance(e, str) for e in errors) and any("algo.lr" in e for e in errors), errors
 
     def test_rejects_incompatible_env(self) -> None:
-        from rlsweep.validate import validate
-
         if self.incompatible_env is None:
             pytest.skip("drives both discrete and continuous actions")
         errors = validate(compose([f"algo={self.algo}", f"env={self.incompatible_env}"], self.config_dir))
         assert any(" needs a " in e and "action space" in e for e in errors), errors
 
     def test_non_finite_loss_stops_the_job(self) -> None:
-        from rlsweep.algos.base import NonFiniteLossError
-
         with pytest.raises(NonFiniteLossError, match=r"non-finite loss at update \d+"):
             self.train("algo.lr=1e30", "total_env_steps=2048")
 
     def test_resume_from_checkpoint_is_exact(self, tmp_path: Path) -> None:
         """Stopped by a signal after 3 iterations and resumed: same numbers as one straight run."""
-        import torch
-
-        from rlsweep.signals import Interrupted
-
         extra = ("total_env_steps=768",)
         straight = self.train(*extra)
         ckpt = tmp_path / "checkpoint.pt"
@@ -270,8 +242,6 @@ class AlgorithmContract:
         assert all(torch.equal(p0[k], p1[k]) for k in p0)
 
     def test_checkpoint_of_another_config_is_ignored(self, tmp_path: Path) -> None:
-        from rlsweep.signals import Interrupted
-
         ckpt = tmp_path / "checkpoint.pt"
         with pytest.raises(Interrupted):
             self.train("total_env_steps=768", on_iteration=_interrupt_at(2), checkpoint_path=ckpt)
@@ -282,8 +252,6 @@ class AlgorithmContract:
     @pytest.mark.parametrize("toggle", sorted(EFFECTS))
     def test_toggle_acts(self, toggle: str) -> None:
         """The toggle, on, visibly changes what this algorithm's job does (or says why it cannot here)."""
-        import warnings
-
         effect, (on, _), (off, _) = self._on_and_off(toggle)
         effect.check(on, off)
         if toggle != "compile":
@@ -302,8 +270,6 @@ class AlgorithmContract:
     @pytest.mark.parametrize("toggle", sorted(EFFECTS))
     def test_toggle_keeps_the_numbers(self, toggle: str) -> None:
         """Same env steps, same updates, and parameters equal to the all-off job's within the toggle's tolerance."""
-        import torch
-
         effect, (on, p_on), (off, p_off) = self._on_and_off(toggle)
         assert on.outcome.env_steps == off.outcome.env_steps
         assert on.outcome.updates == off.outcome.updates > 0
@@ -326,16 +292,12 @@ class AlgorithmContract:
 
     def _on_and_off(self, toggle: str) -> tuple[Effect, _Observed, _Observed]:
         """The toggle's effect, and the tiny job observed with it on (as its class says) and with every toggle off."""
-        from rlsweep.toggles import TOGGLES
-
         effect, on = EFFECTS[toggle], tuple(next(t for t in TOGGLES if t.name == toggle).on)
         return effect, self._observed(on, effect.record_ops), self._observed((), effect.record_ops)
 
     @pytest.mark.slow
     def test_learns(self) -> None:
         """The default hyper-parameters reach the bar on at least 2 of 3 seeds."""
-        from rlsweep.runner import train
-
         total, bar = self.learning_bar
         finals = []
         for seed in range(3):
@@ -364,8 +326,6 @@ def _interrupt_at(iteration: int) -> Callable[[dict, int], None]:
 
 def _record_reads(cfg: Any, cls: type) -> set[str]:
     """Replace ``cfg.algo`` by a copy that notes each field read from the files of ``cls``'s package."""
-    import sys
-
     algo = cfg.algo
     files = {os.path.dirname(inspect.getfile(c)) for c in cls.__mro__ if c.__module__ == cls.__module__}
     fields = {f.name for f in dataclasses.fields(algo)}

@@ -18,6 +18,8 @@ from unittest import mock
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from rlsweep.runner import train
+
 
 def global_state() -> dict[str, Any]:
     """Process-global settings a job may touch and must leave as it found them."""
@@ -77,8 +79,6 @@ class Observation:
 
 def observe(cfg: Any, record_ops: bool = False) -> Observation:
     """Train ``cfg`` with every instrument on (none of them changes a number)."""
-    from rlsweep.runner import train
-
     switches = {"counting": False, "n": 0}
     during: dict[str, Any] = {}
     train_method = torch.nn.Module.train

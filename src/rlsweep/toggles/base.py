@@ -91,7 +91,8 @@ class Toggle(ABC):
     def validate(self, cfg: TrainConfig) -> list[str]:
         """Every reason this toggle's settings cannot run; subclasses add their conflicts."""
         value = self.value(cfg)
-        if self.values is not None and value not in self.values:
+        # `1 in (False, True)` holds in Python: compare types too, so pin_memory=1 is refused, not taken as true
+        if self.values is not None and not any(type(value) is type(v) and value == v for v in self.values):
             return [f"{self.key}={value!r} is not valid; choose one of: {', '.join(map(text, self.values))}"]
         return []
 

@@ -8,7 +8,7 @@ import json
 import os
 import platform
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -92,26 +92,6 @@ def claim_cache_env() -> None:
     compiles: inductor then never falls back to /tmp in this process, in its compile workers, or in
     the job processes a launcher starts from it (they inherit the environment)."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = compile_cache_dir(None)
-
-
-@contextlib.contextmanager
-def inductor_cache_at(cache_dir: str) -> Iterator[None]:
-    """Every file inductor writes goes under ``cache_dir`` while inside: TORCHINDUCTOR_CACHE_DIR, and
-    the precompiled C++ headers' folder (``cpp_wrapper``), which inductor fixes at import, under /tmp."""
-    from torch._inductor import codecache
-
-    saved = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-    codecache._HEADER_DIR = os.path.join(cache_dir, "precompiled_headers")
-    codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
-    try:
-        yield
-    finally:
-        env, codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR = saved
-        if env is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = env
 
 
 #: the folder, inside the compile cache, of rlsweep's verdicts on inductor's CPU vector-ISA probe
@@ -247,10 +227,8 @@ class CompileToggle(Toggle):
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         # The mode still compiles on CPU; only its CUDA-graph part cannot act there.
         if cfg.compile.mode in _CUDA_GRAPH_MODES and device.type != "cuda":
-            return (
-                f"partly not applicable: CUDA graphs of mode '{cfg.compile.mode}' need a CUDA "
-                f"device (device={device.type}); compiled without them"
-            )
+            return (f"partly not applicable: CUDA graphs of mode '{cfg.compile.mode}' need a CUDA "
+                    f"device (device={device.type}); compiled without them")
         return None
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
@@ -261,11 +239,18 @@ class CompileToggle(Toggle):
         rt.compile_dynamic = cfg.compile.dynamic
         rt.compile_functions = tuple(cfg.compile.functions)
         rt.compile_cpp_wrapper = cfg.compile.cpp_wrapper
-        rt.compile_cache_dir = compile_cache_dir(cfg.compile.cache_dir)
-        self._cache_at = inductor_cache_at(rt.compile_cache_dir)
-        self._cache_at.__enter__()
+        rt.compile_cache_dir = cache_dir = compile_cache_dir(cfg.compile.cache_dir)
+        # every file inductor writes goes under it, until restore(): TORCHINDUCTOR_CACHE_DIR, and the
+        # precompiled C++ headers' folder (cpp_wrapper), which inductor fixes at import, under /tmp
+        from torch._inductor import codecache
+
+        self._saved_cache = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), codecache._HEADER_DIR,
+                             codecache._HEADER_LOCK_DIR)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+        codecache._HEADER_DIR = os.path.join(cache_dir, "precompiled_headers")
+        codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
         if rt.device.type == "cpu":  # CPU kernels are C++: settle the vector ISA while the job starts
-            rt.compile_vec_isa = self._vec_isa = VecIsaProbe(rt.compile_cache_dir)
+            rt.compile_vec_isa = self._vec_isa = VecIsaProbe(cache_dir)
 
     def restore(self) -> None:
         # compiled code of one job must not serve (or count toward) the next in-process job;
@@ -276,7 +261,13 @@ class CompileToggle(Toggle):
         if (probe := getattr(self, "_vec_isa", None)) is not None:  # not left running into the next job
             probe.ready()
             self._vec_isa = None
-        if (cache_at := getattr(self, "_cache_at", None)) is not None:
-            self._cache_at = None
-            cache_at.__exit__(None, None, None)
+        if (saved := getattr(self, "_saved_cache", None)) is not None:
+            from torch._inductor import codecache
+
+            self._saved_cache = None
+            env, codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR = saved
+            if env is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = env
 
