@@ -272,18 +272,29 @@ def _internal_errors(run_dir: str | Path) -> list[str]:
 class Tracker:
     """One W&B run for one job -- for one seed of a job that trains several -- (or nothing, in ``disabled`` mode).
 
-    ``cfg`` is resolved with :func:`resolved_logger`; the run is written under
+    ``cfg`` is resolved with :func:`resolved_logger` (``settings``); the run is written under
     ``output_dir`` unless the config or WANDB_DIR names another folder.
     """
 
-    def __init__(self, cfg: LoggerConfig, output_dir: Path, *, name: str, group: str, job_type: str, tags: list[str],
-                 config: dict[str, Any], run_id: str, concurrent: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: LoggerConfig,
+        output_dir: Path,
+        *,
+        name: str,
+        group: str,
+        job_type: str,
+        tags: list[str],
+        config: dict[str, Any],
+        run_id: str,
+        concurrent: bool = False,
+    ) -> None:
         self.errors: list[str] = []
         self.run: Any = None
         self.run_dir: str | None = None
         self.run_id = run_id
-        settings = resolved_logger(cfg)
-        self.mode = settings.mode
+        self.settings = resolved_logger(cfg)
+        self.mode = self.settings.mode
         if self.mode == "disabled":
             return
         try:
@@ -291,16 +302,28 @@ class Tracker:
 
             # what the user chose, with any secret in it redacted (one scrub: one read of the secrets)
             project, entity, group, name, tags, config = scrub(
-                [settings.project, settings.entity, group, name, list(tags), config])
+                [self.settings.project, self.settings.entity, group, name, list(tags), config])
             self.run = wandb.init(
-                mode=self.mode, project=project, entity=entity, group=group, name=name, tags=tags, config=config,
-                job_type=job_type, id=run_id, resume="allow", dir=settings.dir or str(output_dir),
+                mode=self.mode,
+                project=project,
+                entity=entity,
+                group=group,
+                name=name,
+                tags=tags,
+                config=config,
+                job_type=job_type,
+                id=run_id,
+                resume="allow",
+                dir=self.settings.dir or str(output_dir),
                 # a job that trains several seeds (seeds_per_job) keeps one run per seed open at once
                 reinit="create_new" if concurrent else "finish_previous",
                 settings=wandb.Settings(
                     console="off",  # the job's output stays in the job's log, not in W&B
                     x_disable_stats=True,  # no sampling thread competing with the timed loop
-                    disable_git=True, save_code=False, silent=True),
+                    disable_git=True,
+                    save_code=False,
+                    silent=True,
+                ),
             )
             self.run_dir = str(Path(self.run.dir).parent)
             # env steps are the x-axis of every logged metric (W&B's default is its own step counter)
