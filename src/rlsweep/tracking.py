@@ -272,7 +272,7 @@ def _internal_errors(run_dir: str | Path) -> list[str]:
 class Tracker:
     """One W&B run for one job -- for one seed of a job that trains several -- (or nothing, in ``disabled`` mode).
 
-    ``cfg`` is resolved with :func:`resolved_logger` (``settings``); the run is written under
+    ``cfg`` is resolved with :func:`resolved_logger`; the run is written under
     ``output_dir`` unless the config or WANDB_DIR names another folder.
     """
 
@@ -293,8 +293,8 @@ class Tracker:
         self.run: Any = None
         self.run_dir: str | None = None
         self.run_id = run_id
-        self.settings = resolved_logger(cfg)
-        self.mode = self.settings.mode
+        settings = resolved_logger(cfg)
+        self.mode = settings.mode
         if self.mode == "disabled":
             return
         try:
@@ -302,7 +302,7 @@ class Tracker:
 
             # what the user chose, with any secret in it redacted (one scrub: one read of the secrets)
             project, entity, group, name, tags, config = scrub(
-                [self.settings.project, self.settings.entity, group, name, list(tags), config])
+                [settings.project, settings.entity, group, name, list(tags), config])
             self.run = wandb.init(
                 mode=self.mode,
                 project=project,
@@ -314,7 +314,7 @@ class Tracker:
                 job_type=job_type,
                 id=run_id,
                 resume="allow",
-                dir=self.settings.dir or str(output_dir),
+                dir=settings.dir or str(output_dir),
                 # a job that trains several seeds (seeds_per_job) keeps one run per seed open at once
                 reinit="create_new" if concurrent else "finish_previous",
                 settings=wandb.Settings(
