@@ -44,6 +44,7 @@ def train_entry() -> Iterator[None]:
         SESSION,
         command_accepted,
         debug_enabled,
+        fail,
         hydra_errors_as_bad_input,
         refuse,
     )
@@ -55,11 +56,8 @@ def train_entry() -> Iterator[None]:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     SESSION.run_dir = SESSION.sweep_dir = SESSION.launcher = None  # set anew by this command's callback
     sys.argv[1:] = multirun_flag_first(sys.argv[1:])
-    problems = group_value_errors(sys.argv[1:])
-    if problems:
-        print("rlsweep: invalid command line:\n" + "\n".join(f"  - {p}" for p in problems) + "\nNothing was run.",
-              file=sys.stderr)
-        raise SystemExit(2)
+    if problems := group_value_errors(sys.argv[1:]):
+        fail(problems, title="invalid command line")
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with finish_sweep(), hydra_errors_as_bad_input():
@@ -116,6 +114,7 @@ def group_value_errors(args: list[str]) -> list[str]:
     from hydra.errors import HydraException
 
     from rlsweep.config import TrainConfig
+    from rlsweep.toggles import text
 
     overrides = [a for a in args if "=" in a and not a.startswith("-")]
     try:
@@ -138,7 +137,7 @@ def group_value_errors(args: list[str]) -> list[str]:
             continue
         options = sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
         choose = f"; choose one of: {', '.join(options)}" if options else ""
-        shown = ", ".join("null" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for v in wrong)
+        shown = ", ".join(text(v) for v in wrong)
         errors.append(f"{o.input_line}: an option of the config group {group} is a name, not {shown}{choose}")
     return errors
 
