@@ -221,21 +221,19 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
     if compiled:
         log.info("preparing the sweep: %d compiled cell(s) compile once each, untimed, on an empty cache",
                  len(compiled))
-    outcomes = run_fresh([c for _, c in compiled]) if compiled else []
-    cold = {(cell_key(o), c.seeds_per_job): out for (o, c), out in zip(compiled, outcomes)}
+    # one outcome per compiled cell, in their order
+    outcomes = iter(run_fresh([c for _, c in compiled]) if compiled else [])
+    if in_process:
+        warm_wandb(cell_configs[0][1])
     entries = []
-    warmed_wandb = False
     for overrides, cfg in cell_configs:
         entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "seeds": cfg.seeds_per_job,
                                  "compiled": compiles(cfg), "cold": None, "warm": None}
-        if (cell_key(overrides), cfg.seeds_per_job) in cold:
-            out = cold[(cell_key(overrides), cfg.seeds_per_job)]
+        if entry["compiled"]:
+            out = next(outcomes)
             entry["cold"] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
                              if isinstance(out, BaseException) else {"status": "ok", **out})
         if in_process:
-            if not warmed_wandb:
-                warm_wandb(cfg)
-                warmed_wandb = True
             log.info("preparing the sweep: cell %s, untimed", " ".join(cell_key(overrides)) or "(no overrides)")
             entry["warm"] = _attempt("warm pass", overrides, lambda cfg=cfg: run_until_warm(cfg))
         entries.append(entry)
