@@ -165,9 +165,8 @@ def finish_sweep() -> Iterator[None]:
             print("\n".join(SESSION.submitted), flush=True)
         elif SESSION.sweep_dir and Path(SESSION.sweep_dir).is_dir():
             sweep = Path(SESSION.sweep_dir)
-            local_jobs = SESSION.launcher == "LocalLauncher"
             try:
-                wait_for_jobs(sweep, local_jobs)
+                wait_for_jobs(sweep, local_jobs=SESSION.launcher == "LocalLauncher")
                 mark_killed_jobs(sweep)
             except Exception as exc:  # noqa: BLE001 - never lose the report over this
                 log.warning("checking the sweep's jobs failed: %s", exc)
