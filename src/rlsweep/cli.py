@@ -272,11 +272,10 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
         print("rlsweep: not waiting any longer; the report shows those jobs as they are now", file=sys.stderr)
 
 
-def mark_killed_jobs(sweep: Path) -> list[Path]:
+def mark_killed_jobs(sweep: Path) -> None:
     """Turn the ``running`` records of this machine's jobs whose process is gone into ``failed`` ones that say so."""
     import socket
 
-    marked = []
     for folder, record in _running_records(sweep):
         job = record.get("job") or {}
         if job.get("hostname") != socket.gethostname() or job_alive(record):
@@ -286,5 +285,3 @@ def mark_killed_jobs(sweep: Path) -> list[Path]:
             f"killed: the job's process (pid {job.get('pid')}) ended without writing a result -- a signal such "
             f"as SIGKILL, out of memory, or a crash of the interpreter; its log: {folder / 'train.log'}"))
         write_result(folder, record)
-        marked.append(folder)
-    return marked

@@ -205,17 +205,16 @@ def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any
 
 def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]],
                   run_fresh: Callable[[list[TrainConfig]], list[Any]], *, in_process: bool,
-                  launcher: str) -> dict[str, Any]:
-    """Prepare every cell (``cell_configs``: its overrides and first job's config); write and return ``prepare.json``.
+                  launcher: str) -> None:
+    """Prepare every cell (``cell_configs``: its overrides and first job's config); write ``prepare.json``.
 
     Args:
         run_fresh: runs :func:`cold_run` for each config, each in a fresh process, and returns
             each one's entry or the exception it raised (the launcher's way of starting processes).
         in_process: also run the warm pass in this process (the timed jobs will run here).
     """
-    earlier = read_prepare(sweep_dir)
     if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)
-        return earlier or {}
+        return
     t0 = time.perf_counter()
     compiled = [(o, c) for o, c in cell_configs if compiles(c)]
     if compiled:
@@ -239,11 +238,10 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
         entries.append(entry)
     # a resumed sweep prepares only its unfinished cells: the others keep what was measured before
     done = {tuple(e["cell"]) for e in entries}
-    kept = [e for e in (earlier or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
+    kept = [e for e in (read_prepare(sweep_dir) or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
     record = {"launcher": launcher, "in_process": in_process, "written_at": utc_now(),
               "prepare_s": round(time.perf_counter() - t0, 3), "cells": kept + entries}
     write_prepare(sweep_dir, record)
-    return record
 
 
 def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
