@@ -324,7 +324,8 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
     busy = [msg for folder, record in records if (msg := _in_use(folder, record))]
     if busy:
         fail(busy, title=FOLDER)
-    finished = [folder for folder, record in records if resume_decision(record, dict, resume) == NEEDS_RESUME]
+    finished = [] if resume else [folder for folder, record in records
+                                  if resume_decision(record, dict, resume) == NEEDS_RESUME]
     if finished:
         fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
                "to keep them and run only the unfinished ones, or choose another hydra.sweep.dir")], title=FOLDER)
