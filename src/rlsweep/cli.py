@@ -44,6 +44,7 @@ def train_entry() -> Iterator[None]:
         SESSION,
         command_accepted,
         debug_enabled,
+        fail,
         hydra_errors_as_bad_input,
         refuse,
     )
@@ -55,11 +56,8 @@ def train_entry() -> Iterator[None]:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     SESSION.run_dir = SESSION.sweep_dir = SESSION.launcher = None  # set anew by this command's callback
     sys.argv[1:] = multirun_flag_first(sys.argv[1:])
-    problems = group_value_errors(sys.argv[1:])
-    if problems:
-        print("rlsweep: invalid command line:\n" + "\n".join(f"  - {p}" for p in problems) + "\nNothing was run.",
-              file=sys.stderr)
-        raise SystemExit(2)
+    if problems := group_value_errors(sys.argv[1:]):
+        fail(problems, title="invalid command line")
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with finish_sweep(), hydra_errors_as_bad_input():
@@ -116,6 +114,7 @@ def group_value_errors(args: list[str]) -> list[str]:
     from hydra.errors import HydraException
 
     from rlsweep.config import TrainConfig
+    from rlsweep.toggles import text
 
     overrides = [a for a in args if "=" in a and not a.startswith("-")]
     try:
@@ -138,7 +137,7 @@ def group_value_errors(args: list[str]) -> list[str]:
             continue
         options = sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
         choose = f"; choose one of: {', '.join(options)}" if options else ""
-        shown = ", ".join("null" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for v in wrong)
+        shown = ", ".join(text(v) for v in wrong)
         errors.append(f"{o.input_line}: an option of the config group {group} is a name, not {shown}{choose}")
     return errors
 
@@ -166,9 +165,8 @@ def finish_sweep() -> Iterator[None]:
             print("\n".join(SESSION.submitted), flush=True)
         elif SESSION.sweep_dir and Path(SESSION.sweep_dir).is_dir():
             sweep = Path(SESSION.sweep_dir)
-            local_jobs = SESSION.launcher == "LocalLauncher"
             try:
-                wait_for_jobs(sweep, local_jobs)
+                wait_for_jobs(sweep, local_jobs=SESSION.launcher == "LocalLauncher")
                 mark_killed_jobs(sweep)
             except Exception as exc:  # noqa: BLE001 - never lose the report over this
                 log.warning("checking the sweep's jobs failed: %s", exc)
@@ -274,11 +272,10 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
         print("rlsweep: not waiting any longer; the report shows those jobs as they are now", file=sys.stderr)
 
 
-def mark_killed_jobs(sweep: Path) -> list[Path]:
+def mark_killed_jobs(sweep: Path) -> None:
     """Turn the ``running`` records of this machine's jobs whose process is gone into ``failed`` ones that say so."""
     import socket
 
-    marked = []
     for folder, record in _running_records(sweep):
         job = record.get("job") or {}
         if job.get("hostname") != socket.gethostname() or job_alive(record):
@@ -288,5 +285,3 @@ def mark_killed_jobs(sweep: Path) -> list[Path]:
             f"killed: the job's process (pid {job.get('pid')}) ended without writing a result -- a signal such "
             f"as SIGKILL, out of memory, or a crash of the interpreter; its log: {folder / 'train.log'}"))
         write_result(folder, record)
-        marked.append(folder)
-    return marked

@@ -193,7 +193,6 @@ TrainConfig = dataclasses.make_dataclass("TrainConfig", [t.config_field() for t 
                                          bases=(JobConfig,))
 TrainConfig.__module__ = __name__
 TrainConfig.__doc__ = "One training job: JobConfig's fields plus one field per toggle (rlsweep.toggles.TOGGLES)."
-_BUILTIN_ALGO_SCHEMAS = (PPOConfig, DQNConfig, SACConfig)
 
 
 def register_configs() -> None:
@@ -203,7 +202,7 @@ def register_configs() -> None:
     register_resolver()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
-    for schema in _BUILTIN_ALGO_SCHEMAS:
+    for schema in (PPOConfig, DQNConfig, SACConfig):
         cs.store(group="schema/algo", name=str(schema.name), node=schema)
     cs.store(group="schema/env", name="env", node=EnvConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)

@@ -69,8 +69,9 @@ def debug_enabled() -> bool:
     return os.environ.get("RLSWEEP_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _fail(lines: list[str], job: str | None = None, cause: BaseException | None = None,
+def fail(lines: list[str], job: str | None = None, cause: BaseException | None = None,
           title: str = "invalid configuration") -> None:
+    """End the command with one message that lists ``lines``, exit status 2 (``RLSWEEP_DEBUG=1``: the traceback too)."""
     where = f" (job with overrides: {job})" if job else ""
     msg = "\n".join("  - " + line.replace("\n", "\n    ") for line in lines)
     text = f"rlsweep: {title}{where}:\n{msg}\nNothing was run."
@@ -85,8 +86,8 @@ def _fail(lines: list[str], job: str | None = None, cause: BaseException | None 
 
 
 def refuse(exc: BaseException) -> None:
-    """End the command on ``exc``, an error of its input, as every check here does (:func:`_fail`)."""
-    _fail(_error_lines(exc), cause=exc)
+    """End the command on ``exc``, an error of its input, as every check here does (:func:`fail`)."""
+    fail(_error_lines(exc), cause=exc)
 
 
 def command_accepted() -> bool:
@@ -97,7 +98,7 @@ def command_accepted() -> bool:
 @contextlib.contextmanager
 def hydra_errors_as_bad_input() -> Iterator[None]:
     """Around the Hydra main: an error of the command line raised before the callback accepted the command
-    (``dtype=bf16``) ends as rlsweep's checks do (:func:`_fail`), not in Hydra's ``run_and_report`` (exit 1)."""
+    (``dtype=bf16``) ends as rlsweep's checks do (:func:`fail`), not in Hydra's ``run_and_report`` (exit 1)."""
     from hydra._internal import utils
 
     hydras = utils.run_and_report
@@ -198,7 +199,7 @@ def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> No
     except Exception as exc:  # noqa: BLE001 - e.g. an interpolation that cannot resolve, a key added with +
         errors, cause = _error_lines(exc), exc
     if errors:
-        _fail(errors, job, cause)
+        fail(errors, job, cause)
 
 
 def _choice_errors(cfg: DictConfig) -> list[str]:
@@ -313,7 +314,7 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
     problem = _in_use(out, record) or resume_refusal(
         resume_decision(record, lambda: _job_config(config), resume), out, "hydra.run.dir")
     if problem:
-        _fail([problem], title=FOLDER)
+        fail([problem], title=FOLDER)
 
 
 def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], resume: bool) -> None:
@@ -322,11 +323,11 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
     records = walk_records(sweep)
     busy = [msg for folder, record in records if (msg := _in_use(folder, record))]
     if busy:
-        _fail(busy, title=FOLDER)
+        fail(busy, title=FOLDER)
     finished = [] if resume else [folder for folder, record in records
                                   if resume_decision(record, dict, resume) == NEEDS_RESUME]
     if finished:
-        _fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
+        fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
                "to keep them and run only the unfinished ones, or choose another hydra.sweep.dir")], title=FOLDER)
     if _custom_subdir(config):
         return  # a custom layout: each job checks its own folder when it starts
@@ -338,7 +339,7 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
             clashes.append(f"job {num} ({' '.join(job.overrides) or 'no overrides'}): {sweep / str(num)} holds a "
                            f"finished job with another config (overrides: {was})")
     if clashes:
-        _fail([*clashes, ("resume=true continues a sweep with the same arguments as its first run; "
+        fail([*clashes, ("resume=true continues a sweep with the same arguments as its first run; "
                          "for a different sweep choose another hydra.sweep.dir")], title=FOLDER)
 
 
@@ -352,9 +353,9 @@ def _locked(folder: Path) -> Iterator[None]:
     try:
         created = folder_lock.acquire(folder)
     except folder_lock.FolderBusy as exc:
-        _fail([str(exc)], title=FOLDER)
+        fail([str(exc)], title=FOLDER)
     except OSError as exc:
-        _fail([f"{folder}: cannot create its lock file ({exc.strerror or exc})"], title=FOLDER)
+        fail([f"{folder}: cannot create its lock file ({exc.strerror or exc})"], title=FOLDER)
     try:
         yield
     except BaseException:
@@ -369,16 +370,16 @@ def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> t
     """The output folder ``key`` names, when usable, and whether ``resume=true`` (then ``key`` must be given)."""
     problem = _output_dir_problem(str(OmegaConf.select(config, key)))
     if problem:
-        _fail([f"{problem}; set {key}=<a writable folder>"], title=FOLDER)
+        fail([f"{problem}; set {key}=<a writable folder>"], title=FOLDER)
     resume = bool(OmegaConf.select(config, RESUME_KEY, default=False))
     given = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []  # on the command line
     if resume and not any(str(o).lstrip("+").split("=", 1)[0] == key for o in given):
-        _fail([f"resume=true needs the folder of the {what} to resume: add {key}=<that folder>{hint}"])
+        fail([f"resume=true needs the folder of the {what} to resume: add {key}=<that folder>{hint}"])
     return Path(str(OmegaConf.select(config, key))), resume
 
 
 class RLSweepCallback(Callback):
-    """The pre-flight checks; each ends with ``_fail`` (SystemExit), also an error nobody foresaw: Hydra
+    """The pre-flight checks; each ends with ``fail`` (SystemExit), also an error nobody foresaw: Hydra
     would turn an exception into a warning and run the jobs."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -396,7 +397,7 @@ class RLSweepCallback(Callback):
         try:
             launcher_errors = _launcher_errors(config)
             if launcher_errors:
-                _fail(launcher_errors)
+                fail(launcher_errors)
             jobs = _check_jobs(config, _expand_sweep(config), check_device="Slurm" not in _launcher(config))
             sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
             with _locked(sweep):
@@ -456,13 +457,13 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
         try:  # Hydra composed the sweep's base config; a job's own values are first composed here
             cfg = _compose(config, overrides)
         except Exception as exc:  # noqa: BLE001 - every kind: composition, parse, missing option, type
-            _fail(_error_lines(exc), job, exc)
+            fail(_error_lines(exc), job, exc)
         _check(cfg, check_device=check_device, job=job)
         if error := _local_gpu_error(config, cfg):
-            _fail([error], job)
+            fail([error], job)
         own = _Cell(cfg, seed_only=not _refers_to(cfg, SEED_KEY))
         if (OmegaConf.select(cfg, "seeds_per_job", default=1) or 1) > 1 and (errors := _seeds_per_job_errors(config, own)):
-            _fail(errors, job)
+            fail(errors, job)
         cells.setdefault(key, own)
         jobs.append(_Job(overrides, own))
     return jobs

@@ -316,11 +316,10 @@ def _finish(seat: _Seat, failed: bool, wall_s: float) -> None:
         "num_threads", record["fingerprint"]["num_threads"])
     if record["status"] == "ok":
         record["objective"] = objective(record, tcfg.objective)
-    if tracker is not None:
+    if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
         tracker.summary(_summary_metrics(record))
         tracker.finish(failed)
-    record["logging"].update(wandb_run_dir=tracker and tracker.run_dir,
-                             errors=tracker.errors if tracker is not None else [])
+        record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
 
 
 def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:

@@ -205,47 +205,43 @@ def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any
 
 def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]],
                   run_fresh: Callable[[list[TrainConfig]], list[Any]], *, in_process: bool,
-                  launcher: str) -> dict[str, Any]:
-    """Prepare every cell (``cell_configs``: its overrides and first job's config); write and return ``prepare.json``.
+                  launcher: str) -> None:
+    """Prepare every cell (``cell_configs``: its overrides and first job's config); write ``prepare.json``.
 
     Args:
         run_fresh: runs :func:`cold_run` for each config, each in a fresh process, and returns
             each one's entry or the exception it raised (the launcher's way of starting processes).
         in_process: also run the warm pass in this process (the timed jobs will run here).
     """
-    earlier = read_prepare(sweep_dir)
     if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)
-        return earlier or {}
+        return
     t0 = time.perf_counter()
     compiled = [(o, c) for o, c in cell_configs if compiles(c)]
     if compiled:
         log.info("preparing the sweep: %d compiled cell(s) compile once each, untimed, on an empty cache",
                  len(compiled))
-    outcomes = run_fresh([c for _, c in compiled]) if compiled else []
-    cold = {(cell_key(o), c.seeds_per_job): out for (o, c), out in zip(compiled, outcomes)}
+    # one outcome per compiled cell, in their order
+    outcomes = iter(run_fresh([c for _, c in compiled]) if compiled else [])
+    if in_process:
+        warm_wandb(cell_configs[0][1])
     entries = []
-    warmed_wandb = False
     for overrides, cfg in cell_configs:
         entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "seeds": cfg.seeds_per_job,
                                  "compiled": compiles(cfg), "cold": None, "warm": None}
-        if (cell_key(overrides), cfg.seeds_per_job) in cold:
-            out = cold[(cell_key(overrides), cfg.seeds_per_job)]
+        if entry["compiled"]:
+            out = next(outcomes)
             entry["cold"] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
                              if isinstance(out, BaseException) else {"status": "ok", **out})
         if in_process:
-            if not warmed_wandb:
-                warm_wandb(cfg)
-                warmed_wandb = True
             log.info("preparing the sweep: cell %s, untimed", " ".join(cell_key(overrides)) or "(no overrides)")
             entry["warm"] = _attempt("warm pass", overrides, lambda cfg=cfg: run_until_warm(cfg))
         entries.append(entry)
     # a resumed sweep prepares only its unfinished cells: the others keep what was measured before
     done = {tuple(e["cell"]) for e in entries}
-    kept = [e for e in (earlier or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
+    kept = [e for e in (read_prepare(sweep_dir) or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
     record = {"launcher": launcher, "in_process": in_process, "written_at": utc_now(),
               "prepare_s": round(time.perf_counter() - t0, 3), "cells": kept + entries}
     write_prepare(sweep_dir, record)
-    return record
 
 
 def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
