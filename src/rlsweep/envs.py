@@ -12,7 +12,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorWrapper
 from gymnasium.vector.utils import concatenate, iterate
 
-from rlsweep.config import EnvConfig
+from rlsweep.config import EnvConfig, in_range_errors
 
 
 def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> gym.vector.VectorEnv:
@@ -33,12 +33,11 @@ def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> g
         # ALE's own frame skip and sticky actions off: AtariPreprocessing skips (and max-pools)
         kwargs.update(frameskip=1, repeat_action_probability=env_cfg.repeat_action_probability)
         wrappers.append(functools.partial(atari_wrappers, env_cfg=env_cfg))
+    env_fns = [functools.partial(_make_env, env_cfg.id, kwargs, wrappers)] * num_envs
     if env_cfg.vectorization == "sync":
-        envs: gym.vector.VectorEnv = SameStepSyncVectorEnv(
-            [functools.partial(_make_env, env_cfg.id, kwargs, wrappers)] * num_envs)
+        envs: gym.vector.VectorEnv = SameStepSyncVectorEnv(env_fns)
     else:
-        envs = gym.make_vec(env_cfg.id, num_envs=num_envs, vectorization_mode=env_cfg.vectorization,
-                            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, wrappers=wrappers, **kwargs)
+        envs = gym.vector.AsyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
     envs = EpisodeStatistics(envs, game_key=GameStatistics.KEY if env_cfg.atari else None)
     envs.action_space.seed(seed if isinstance(seed, int) else seed[0])
     envs.reset(seed=env_seeds(seed, num_envs))
@@ -55,7 +54,7 @@ def env_seeds(seed: int | Sequence[int], num_envs: int) -> int | list[int]:
 
 
 def _make_env(env_id: str, kwargs: dict[str, Any], wrappers: list[Callable[[gym.Env], gym.Env]]) -> gym.Env:
-    """One env as ``gym.make_vec`` makes each of its envs: ``gym.make`` with ``kwargs``, then ``wrappers``."""
+    """One env of the vector env: ``gym.make`` with ``kwargs``, then ``wrappers`` (as ``gym.make_vec`` makes each)."""
     env = gym.make(env_id, **kwargs)
     for wrapper in wrappers:
         env = wrapper(env)
@@ -203,9 +202,7 @@ def atari_errors(env_cfg: EnvConfig) -> list[str]:
             errors.append(f"env.{key} must be >= 1, got {getattr(env_cfg, key)}")
     if env_cfg.noop_max < 0:
         errors.append(f"env.noop_max must be >= 0, got {env_cfg.noop_max}")
-    if not 0.0 <= env_cfg.repeat_action_probability <= 1.0:
-        errors.append(f"env.repeat_action_probability must be in [0, 1], got {env_cfg.repeat_action_probability}")
-    return errors
+    return errors + in_range_errors("env.repeat_action_probability", env_cfg.repeat_action_probability, 0, 1)
 
 
 @functools.cache
