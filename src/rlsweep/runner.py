@@ -266,7 +266,6 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
 
 def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per_iter: int, updates: int,
                      recording: bool) -> None:
-    """Advance the loop's counters; a steady iteration adds its time, steps, updates and rate."""
     s.iteration += 1
     if metrics.get("updated"):
         s.updating_iters += 1
@@ -278,7 +277,6 @@ def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per
 
 
 def _record_episodes(s: LoopState, new_eps: list[tuple[float, int, int, int]], wall: float) -> None:
-    """The learning curve: each finished episode's return at its env step and wall time."""
     for ret, _length, at_step, _seed in new_eps:
         s.curve_steps.append(at_step)
         s.curve_wall.append(round(wall, 4))

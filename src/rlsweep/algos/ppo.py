@@ -160,7 +160,6 @@ class PPO(Algorithm):
 
     def _update_step(self, b_obs: torch.Tensor, b_act: torch.Tensor, b_logp: torch.Tensor, b_adv: torch.Tensor,
                      b_ret: torch.Tensor, b_val: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """One minibatch's gradient step; its statistics."""
         obs, act, old_logp, adv, ret, old_val = b_obs[idx], b_act[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx]
         if self.a.norm_adv:  # outside the loss: no parameter reaches it
             adv = self.rt.normalize(adv)

@@ -135,7 +135,6 @@ class SAC(Algorithm):
             return rewards + self.a.gamma * (1.0 - terminated) * (q_next - alpha * next_logp)
 
     def _critic_loss(self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Both critics regress onto the soft target (mean squared error)."""
         with self.rt.autocast():
             q1, q2 = self.q1(obs, actions), self.q2(obs, actions)
             return nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
