@@ -168,10 +168,9 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_cfg: EnvConfig, epi
     try:
         while any(r is None for r in returns):
             obs, _, _, _, info = envs.step(policy(obs))
-            if "episode" in info:
-                for i in np.flatnonzero(info["_episode"]):
-                    if returns[i] is None:
-                        returns[i] = float(info["episode"]["r"][i])
+            for ret, _length, i in finished_episodes(info, by_env=True):
+                if returns[i] is None:
+                    returns[i] = ret
     finally:
         envs.close()
     return [float(r) for r in returns if r is not None]
