@@ -25,15 +25,13 @@ def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> g
     ``env_cfg.atari`` every env is wrapped by :func:`atari_wrappers` (episodes are whole games).
     """
     kwargs: dict[str, Any] = {}
-    wrappers: list[Callable[[gym.Env], gym.Env]] = []
     if env_cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = env_cfg.max_episode_steps
     if env_cfg.atari:
         register_ale()
         # ALE's own frame skip and sticky actions off: AtariPreprocessing skips (and max-pools)
         kwargs.update(frameskip=1, repeat_action_probability=env_cfg.repeat_action_probability)
-        wrappers.append(functools.partial(atari_wrappers, env_cfg=env_cfg))
-    env_fns = [functools.partial(_make_env, env_cfg.id, kwargs, wrappers)] * num_envs
+    env_fns = [functools.partial(_make_env, env_cfg, kwargs)] * num_envs
     if env_cfg.vectorization == "sync":
         envs: gym.vector.VectorEnv = SameStepSyncVectorEnv(env_fns)
     else:
@@ -53,12 +51,10 @@ def env_seeds(seed: int | Sequence[int], num_envs: int) -> int | list[int]:
     return [s + i for s in seeds for i in range(num_envs // len(seeds))]
 
 
-def _make_env(env_id: str, kwargs: dict[str, Any], wrappers: list[Callable[[gym.Env], gym.Env]]) -> gym.Env:
-    """One env of the vector env: ``gym.make`` with ``kwargs``, then ``wrappers`` (as ``gym.make_vec`` makes each)."""
-    env = gym.make(env_id, **kwargs)
-    for wrapper in wrappers:
-        env = wrapper(env)
-    return env
+def _make_env(env_cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env:
+    """One env of the vector env: ``gym.make`` with ``kwargs``, wrapped by :func:`atari_wrappers` with ``env_cfg.atari``."""
+    env = gym.make(env_cfg.id, **kwargs)
+    return atari_wrappers(env, env_cfg) if env_cfg.atari else env
 
 
 class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
