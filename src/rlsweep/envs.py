@@ -12,7 +12,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorWrapper
 from gymnasium.vector.utils import concatenate, iterate
 
-from rlsweep.config import EnvConfig
+from rlsweep.config import EnvConfig, in_range_errors
 
 
 def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> gym.vector.VectorEnv:
@@ -25,20 +25,17 @@ def make_envs(env_cfg: EnvConfig, num_envs: int, seed: int | Sequence[int]) -> g
     ``env_cfg.atari`` every env is wrapped by :func:`atari_wrappers` (episodes are whole games).
     """
     kwargs: dict[str, Any] = {}
-    wrappers: list[Callable[[gym.Env], gym.Env]] = []
     if env_cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = env_cfg.max_episode_steps
     if env_cfg.atari:
         register_ale()
         # ALE's own frame skip and sticky actions off: AtariPreprocessing skips (and max-pools)
         kwargs.update(frameskip=1, repeat_action_probability=env_cfg.repeat_action_probability)
-        wrappers.append(functools.partial(atari_wrappers, env_cfg=env_cfg))
+    env_fns = [functools.partial(_make_env, env_cfg, kwargs)] * num_envs
     if env_cfg.vectorization == "sync":
-        envs: gym.vector.VectorEnv = SameStepSyncVectorEnv(
-            [functools.partial(_make_env, env_cfg.id, kwargs, wrappers)] * num_envs)
+        envs: gym.vector.VectorEnv = SameStepSyncVectorEnv(env_fns)
     else:
-        envs = gym.make_vec(env_cfg.id, num_envs=num_envs, vectorization_mode=env_cfg.vectorization,
-                            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, wrappers=wrappers, **kwargs)
+        envs = gym.vector.AsyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
     envs = EpisodeStatistics(envs, game_key=GameStatistics.KEY if env_cfg.atari else None)
     envs.action_space.seed(seed if isinstance(seed, int) else seed[0])
     envs.reset(seed=env_seeds(seed, num_envs))
@@ -54,12 +51,10 @@ def env_seeds(seed: int | Sequence[int], num_envs: int) -> int | list[int]:
     return [s + i for s in seeds for i in range(num_envs // len(seeds))]
 
 
-def _make_env(env_id: str, kwargs: dict[str, Any], wrappers: list[Callable[[gym.Env], gym.Env]]) -> gym.Env:
-    """One env as ``gym.make_vec`` makes each of its envs: ``gym.make`` with ``kwargs``, then ``wrappers``."""
-    env = gym.make(env_id, **kwargs)
-    for wrapper in wrappers:
-        env = wrapper(env)
-    return env
+def _make_env(env_cfg: EnvConfig, kwargs: dict[str, Any]) -> gym.Env:
+    """One env of the vector env: ``gym.make`` with ``kwargs``, wrapped by :func:`atari_wrappers` with ``env_cfg.atari``."""
+    env = gym.make(env_cfg.id, **kwargs)
+    return atari_wrappers(env, env_cfg) if env_cfg.atari else env
 
 
 class SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
@@ -169,10 +164,9 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_cfg: EnvConfig, epi
     try:
         while any(r is None for r in returns):
             obs, _, _, _, info = envs.step(policy(obs))
-            if "episode" in info:
-                for i in np.flatnonzero(info["_episode"]):
-                    if returns[i] is None:
-                        returns[i] = float(info["episode"]["r"][i])
+            for ret, _length, i in finished_episodes(info, by_env=True):
+                if returns[i] is None:
+                    returns[i] = ret
     finally:
         envs.close()
     return [float(r) for r in returns if r is not None]
@@ -203,9 +197,7 @@ def atari_errors(env_cfg: EnvConfig) -> list[str]:
             errors.append(f"env.{key} must be >= 1, got {getattr(env_cfg, key)}")
     if env_cfg.noop_max < 0:
         errors.append(f"env.noop_max must be >= 0, got {env_cfg.noop_max}")
-    if not 0.0 <= env_cfg.repeat_action_probability <= 1.0:
-        errors.append(f"env.repeat_action_probability must be in [0, 1], got {env_cfg.repeat_action_probability}")
-    return errors
+    return errors + in_range_errors("env.repeat_action_probability", env_cfg.repeat_action_probability, 0, 1)
 
 
 @functools.cache

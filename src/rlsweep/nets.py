@@ -15,6 +15,9 @@ from torch.nn import functional as F
 from rlsweep.config import EnvConfig
 from rlsweep.runtime import Activation, Runtime
 
+INITS = ("orthogonal", "torch")
+ENCODERS = ("auto", "mlp", "cnn")
+
 
 def layer_init(layer: nn.Linear | nn.Conv2d, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain)
@@ -113,12 +116,6 @@ def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int, rt: Runtime, act
     out = OutputLinear(last, out_dim)
     layers.append(out if keep else layer_init(out, gain=out_gain))
     return MLP(*layers)
-
-
-INITS = ("orthogonal", "torch")
-
-
-ENCODERS = ("auto", "mlp", "cnn")
 
 
 def is_image_shape(shape: Sequence[int], dtype: object) -> bool:

@@ -13,11 +13,7 @@ _HERE = Path(__file__).resolve().parent
 
 
 def conf_dir() -> Path:
-    """rlsweep's Hydra config folder (the one holding ``config.yaml``): the installed package's, else the checkout's.
-
-    Raises:
-        FileNotFoundError: neither exists (a broken install), naming both places looked at.
-    """
+    """rlsweep's Hydra config folder (the one holding ``config.yaml``): the installed package's, else the checkout's."""
     candidates = (_HERE / "conf", _HERE.parents[1] / "conf")
     for folder in candidates:
         if (folder / "config.yaml").is_file():

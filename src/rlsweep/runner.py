@@ -54,19 +54,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainOutcome:
-    """What :func:`train` measured; ``record()`` is the result-record part."""
+    """What :func:`train` measured; ``record()`` is the result-record part (its keys in this order)."""
 
-    toggles: dict[str, Any]
+    toggles: dict[str, Any] = field(default_factory=dict)  # toggles, compile, device: train_seeds fills them in
     timings: dict[str, Any]
     throughput: dict[str, Any]
-    compile: dict[str, Any]
+    compile: dict[str, Any] = field(default_factory=dict)
     learning: dict[str, Any]
     env_steps: int
     updates: int
     iterations: int
-    device: str
+    device: str = ""
     requeues: int = 0
     resumed_at_env_steps: list[int] = field(default_factory=list)
     # "process": "fresh" for its process's first training run (which pays the warm-up), else "warm"
@@ -171,7 +171,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
                     outcome.group = {"seeds": list(seeds), "index": k}
                 outcome.failed = states[k].failed
                 if outcome.failed is None:
-                    evaluation = functools.partial(_final_evaluation, cfg, algo, 1 if until_warm else None, seeds[k])
+                    evaluation = functools.partial(_final_evaluation, cfg, algo, seeds[k], until_warm)
                     outcome.learning.update(evaluation() if len(seeds) == 1 else
                                             run_as_seed(algo.modules(), k, evaluation))
             return outcomes
@@ -266,7 +266,6 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
 
 def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per_iter: int, updates: int,
                      recording: bool) -> None:
-    """Advance the loop's counters; a steady iteration adds its time, steps, updates and rate."""
     s.iteration += 1
     if metrics.get("updated"):
         s.updating_iters += 1
@@ -278,7 +277,6 @@ def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per
 
 
 def _record_episodes(s: LoopState, new_eps: list[tuple[float, int, int, int]], wall: float) -> None:
-    """The learning curve: each finished episode's return at its env step and wall time."""
     for ret, _length, at_step, _seed in new_eps:
         s.curve_steps.append(at_step)
         s.curve_wall.append(round(wall, 4))
@@ -314,15 +312,12 @@ def _outcome(s: LoopState, timer: PhaseTimer, algo: Algorithm, iterations: int, 
     if rate is None and not until_warm:
         log.warning("no steady-state iterations: the budget is spent within the %d warm-up iterations", warmup)
     return TrainOutcome(
-        toggles={},
         timings=timer.summary(),
         throughput=throughput,
-        compile={},
         learning={"curve": {"env_steps": s.curve_steps, "wall_s": s.curve_wall, "episode_return": s.curve_return}},
         env_steps=algo.env_steps,
         updates=algo.updates,
         iterations=iterations,
-        device="",
         requeues=s.requeues,
         resumed_at_env_steps=s.resumed_at_env_steps,
         algo=algo,
@@ -342,12 +337,11 @@ def _warm(s: LoopState, warmup: int, compile_stats: CompileStats) -> bool:
             or s.updating_iters >= max(1, warmup) + _MAX_EXTRA_WARM_ITERS)
 
 
-def _final_evaluation(cfg: TrainConfig, algo: Algorithm, max_episodes: int | None = None,
-                      seed: int | None = None) -> dict[str, Any]:
-    episodes = cfg.eval_episodes if max_episodes is None else min(cfg.eval_episodes, max_episodes)
+def _final_evaluation(cfg: TrainConfig, algo: Algorithm, seed: int, until_warm: bool) -> dict[str, Any]:
+    episodes = min(cfg.eval_episodes, 1) if until_warm else cfg.eval_episodes
     if episodes <= 0:
         return {"final_return": None, "final_return_std": None, "eval_episodes": 0}
-    returns = evaluate(algo.act_deterministic, cfg.env, episodes, seed=(cfg.seed if seed is None else seed) + 10_000)
+    returns = evaluate(algo.act_deterministic, cfg.env, episodes, seed=seed + 10_000)
     return {
         "final_return": float(np.mean(returns)),
         "final_return_std": float(np.std(returns)),

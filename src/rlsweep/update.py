@@ -79,8 +79,6 @@ class Update:
         self.scaler = rt.grad_scaler()
         refusal = "float16's GradScaler" if self.scaler is not None else next(
             filter(None, map(single_graph_refusal, self.optimizers)), None)
-        #: why the compiled step keeps backward() + step() (None: it is one graph, or the step is eager)
-        self.eager_reason: str | None = None
         #: seeds trained together (rt.seeds): > 1 vmaps the whole step over them, which needs the single graph
         self.seeds = rt.seeds
         if self.seeds > 1:
@@ -89,10 +87,7 @@ class Update:
                                  f"with the optimizer's formulas written in rlsweep.update; this step cannot: {refusal}")
             single_graph = True
         if single_graph is None:
-            single_graph = rt.compiles(name)
-            if single_graph and refusal:
-                self.eager_reason = refusal
-                single_graph = False
+            single_graph = rt.compiles(name) and not refusal  # refused: the compiled step keeps backward() + step()
         self.single_graph = single_graph
         self._root = Root(mods)
         #: every parameter under its first name, once: dynamo would guard a walk of the modules module by module

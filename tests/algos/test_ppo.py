@@ -48,7 +48,7 @@ def test_rollout_log_probs_and_values_are_those_of_the_taken_actions(env: str) -
                 dist = torch.distributions.Categorical(logits=out)
                 logp = dist.log_prob(act[step])
             else:
-                logp = torch.distributions.Normal(out, algo.log_std.exp()).log_prob(act[step]).sum(-1)
+                logp = torch.distributions.Normal(out, algo.std.log_std.exp()).log_prob(act[step]).sum(-1)
             torch.testing.assert_close(algo.logp_buf[step], logp)
             torch.testing.assert_close(algo.val_buf[step], algo.critic(obs[step]).squeeze(-1))
 

@@ -102,7 +102,6 @@ class Algorithm(ABC):
                 "next_obs": self.next_obs}
 
     def load_replay_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`replay_state` returned."""
         self.buffer.load_state_dict(state["buffer"])
         for rng, rng_state in zip(self.rngs, state["rngs"] if "rngs" in state else [state["rng"]], strict=True):
             rng.bit_generator.state = rng_state

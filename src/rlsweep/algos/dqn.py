@@ -115,7 +115,6 @@ class DQN(Algorithm):
             return rewards + a.gamma * (1.0 - terminated) * next_q
 
     def _td_loss(self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Huber loss between Q(s, a) of the taken actions and the TD target."""
         with self.rt.autocast():
             q_taken = self.q(obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return nn.functional.smooth_l1_loss(q_taken, target)

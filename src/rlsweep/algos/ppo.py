@@ -111,7 +111,7 @@ class PPO(Algorithm):
         self.obs_buf = self.act_buf = self.logp_buf = self.val_buf = torch.empty(0)
         self.next_obs, _ = envs.reset(seed=self.reset_seed)
         self.iterations_done = 0
-        self.total_iterations = 1
+        self.total_iterations = self.num_iterations(cfg.total_env_steps)  # the runner's: it anneals the lr over them
 
     def _mlps(self) -> tuple[nn.Module, nn.Module]:
         """The actor and the critic of vector observations (one seed's: ``rt.per_seed`` builds them per seed)."""
@@ -128,14 +128,6 @@ class PPO(Algorithm):
     @property
     def iteration_env_steps(self) -> int:
         return self.a.num_envs * self.a.num_steps
-
-    def num_iterations(self, total_env_steps: int) -> int:
-        self.total_iterations = super().num_iterations(total_env_steps)
-        return self.total_iterations
-
-    @property
-    def log_std(self) -> torch.Tensor:
-        return self.std.log_std
 
     # -- the loss ------------------------------------------------------------------------------------
     def _loss(self, obs: torch.Tensor, act: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
@@ -168,7 +160,6 @@ class PPO(Algorithm):
 
     def _update_step(self, b_obs: torch.Tensor, b_act: torch.Tensor, b_logp: torch.Tensor, b_adv: torch.Tensor,
                      b_ret: torch.Tensor, b_val: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """One minibatch's gradient step; its statistics."""
         obs, act, old_logp, adv, ret, old_val = b_obs[idx], b_act[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx]
         if self.a.norm_adv:  # outside the loss: no parameter reaches it
             adv = self.rt.normalize(adv)
@@ -188,7 +179,7 @@ class PPO(Algorithm):
 
     def _std(self) -> torch.Tensor:
         """The Gaussian's standard deviation for each env's action (each seed's own)."""
-        return self.rt.per_env(self.log_std.exp(), self.a.num_envs)
+        return self.rt.per_env(self.std.log_std.exp(), self.a.num_envs)
 
     def _evaluate(self, obs: torch.Tensor, act: torch.Tensor, logits: torch.Tensor | None, noise: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor]:

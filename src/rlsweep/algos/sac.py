@@ -21,8 +21,6 @@ same numbers.
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 import torch
@@ -137,7 +135,6 @@ class SAC(Algorithm):
             return rewards + self.a.gamma * (1.0 - terminated) * (q_next - alpha * next_logp)
 
     def _critic_loss(self, obs: torch.Tensor, actions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Both critics regress onto the soft target (mean squared error)."""
         with self.rt.autocast():
             q1, q2 = self.q1(obs, actions), self.q2(obs, actions)
             return nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
@@ -228,8 +225,5 @@ class SAC(Algorithm):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor_opt": self.actor_opt, "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt}
 
-    def extra_state(self) -> dict[str, Any]:
-        return self.replay_state()
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.load_replay_state(state)
+    extra_state = Algorithm.replay_state  # the buffer, the exploration generators and the next observation
+    load_extra_state = Algorithm.load_replay_state
