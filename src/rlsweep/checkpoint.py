@@ -8,7 +8,6 @@ payload's length and sha256, checked before torch unpickles anything; the config
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import functools
 import hashlib
@@ -34,7 +33,7 @@ from rlsweep.records import (
     split_checkpoint,
     write_bytes_atomic,
 )
-from rlsweep.results import provenance
+from rlsweep.results import provenance, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +143,7 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         "config_digest": digest,
         "env_steps": int(algo.env_steps),
         "attempt": attempt,
-        "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "written_at": utc_now("seconds"),
         "code": history[-1],
         "history": history,
     }

@@ -6,12 +6,13 @@ systems (older NFS) flock may not exclude writers on other machines.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
 import json
 import os
 import socket
 from pathlib import Path
+
+from rlsweep.results import utc_now
 
 LOCK_FILE = ".rlsweep.lock"
 
@@ -59,7 +60,7 @@ def acquire(folder: Path) -> bool:
     except BaseException:
         os.close(fd)
         raise
-    since = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    since = utc_now("seconds")
     info = {"pid": os.getpid(), "hostname": socket.gethostname(), "since": since}
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)

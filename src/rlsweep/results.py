@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     import torch
 
 
-def utc_now() -> str:
-    """UTC, ISO 8601, to the millisecond: the report orders jobs and finds overlapping ones by these."""
+def utc_now(timespec: str = "milliseconds") -> str:
+    """UTC, ISO 8601, to the millisecond by default: the report orders jobs and finds overlapping ones by these."""
     import datetime as dt
 
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def _cpu_model() -> str:

@@ -162,7 +162,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             compile_summary = compile_stats.summary(cfg.compile.mode)
             compile_summary["compile_s"] = round(compile_summary["compile_s"] + states[0].compile_s_before, 6)
             for k, outcome in enumerate(outcomes):
-                outcome.toggles = {name: v.as_dict() for name, v in toggle_states.items()}
+                outcome.toggles = {name: asdict(v) for name, v in toggle_states.items()}
                 outcome.compile = copy.deepcopy(compile_summary)
                 outcome.device = str(device)
                 outcome.measurement = {"process": "warm" if runs_before else "fresh",

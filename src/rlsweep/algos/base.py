@@ -12,7 +12,7 @@ import torch
 from rlsweep.buffers import ReplayBuffer
 from rlsweep.config import ACTIVATIONS, AlgoConfig, TrainConfig, choice_errors, hyper_parameter_errors, positive_errors
 from rlsweep.envs import env_seeds, finished_episodes
-from rlsweep.runtime import NonFiniteLossError, Runtime, check_finite  # noqa: F401 - re-exported (rlsweep.api)
+from rlsweep.runtime import Runtime
 from rlsweep.timing import PhaseTimer
 
 

@@ -25,9 +25,6 @@ class ToggleState:
     applied: bool
     reason: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "applied": self.applied, "reason": self.reason}
-
 
 def text(value: Any) -> str:
     """A value as users type it on the command line (``true``, ``none``, ``bfloat16``)."""
