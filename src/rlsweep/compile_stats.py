@@ -242,8 +242,13 @@ class CompileStats:
             if recompile_reason:
                 if str(getattr(m, "compile_id", "")) not in self._dynamo_ids:  # gave up before the callbacks ran
                     stats.recompiles += 1
-                stats.add_reason("recompile", {"reason": _clip(_COMPILE_ID_PREFIX.sub("", str(recompile_reason))),
-                                               "frame": f"{co_name} ({co_file}:{co_line})" if code else None})
+                stats.add_reason(
+                    "recompile",
+                    {
+                        "reason": _clip(_COMPILE_ID_PREFIX.sub("", str(recompile_reason))),
+                        "frame": f"{co_name} ({co_file}:{co_line})" if code else None,
+                    },
+                )
             fail_reason = getattr(m, "fail_reason", None)
             soft = getattr(m, "fail_type", None) in _SOFT_FAILURES or getattr(m, "config_suppress_errors", False)
             if fail_reason and soft and getattr(m, "is_forward", None) is not False:
@@ -251,10 +256,15 @@ class CompileStats:
                 # the frame runs eagerly, which is a graph break around all of it (other failures
                 # raise, and the job's error says why)
                 stats.graph_breaks += 1
-                stats.add_reason("graph_break", {"reason": _clip(SKIPPED_PREFIX + str(fail_reason)),
-                                                 "file": getattr(m, "fail_user_frame_filename", None) or co_file,
-                                                 "line": getattr(m, "fail_user_frame_lineno", None) or co_line,
-                                                 "function": co_name})
+                stats.add_reason(
+                    "graph_break",
+                    {
+                        "reason": _clip(SKIPPED_PREFIX + str(fail_reason)),
+                        "file": getattr(m, "fail_user_frame_filename", None) or co_file,
+                        "line": getattr(m, "fail_user_frame_lineno", None) or co_line,
+                        "function": co_name,
+                    },
+                )
 
     def install(self) -> None:
         if not self._installed:

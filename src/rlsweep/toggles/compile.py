@@ -227,8 +227,10 @@ class CompileToggle(Toggle):
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         # The mode still compiles on CPU; only its CUDA-graph part cannot act there.
         if cfg.compile.mode in _CUDA_GRAPH_MODES and device.type != "cuda":
-            return (f"partly not applicable: CUDA graphs of mode '{cfg.compile.mode}' need a CUDA "
-                    f"device (device={device.type}); compiled without them")
+            return (
+                f"partly not applicable: CUDA graphs of mode '{cfg.compile.mode}' need a CUDA "
+                f"device (device={device.type}); compiled without them"
+            )
         return None
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
