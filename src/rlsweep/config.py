@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from rlsweep.toggles import TOGGLES
+from rlsweep.toggles.base import choice_errors  # noqa: F401 - the algorithms' and validate's
 
 LOGGER_MODES = ("offline", "online", "disabled")
 #: what a job returns to Hydra's sweeper (higher is better for each)
@@ -227,11 +228,6 @@ def unknown_key_message(full_key: str, keys: Iterable[str], owner: str) -> str:
         return f"{full_key} is not {what} of {owner}; did you mean " + " or ".join(
             f"{prefix}.{k}" if prefix else k for k in close) + "?"
     return f"{full_key} is not {what} of {owner}; its keys: {', '.join(names)}"
-
-
-def choice_errors(key: str, value: Any, choices: Iterable[str]) -> list[str]:
-    """The message for ``key=value`` when ``value`` is not one of ``choices`` (empty: it is)."""
-    return [] if value in choices else [f"{key}={value!r} is not valid; choose one of: {', '.join(choices)}"]
 
 
 def positive_errors(key: str, value: float, upper: float | None = None) -> list[str]:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlsweep.config import EnvConfig
+from rlsweep.config import EnvConfig, choice_errors
 from rlsweep.runtime import Activation, Runtime
 
 INITS = ("orthogonal", "torch")
@@ -131,7 +131,7 @@ def uses_cnn(encoder: str, obs_shape: Sequence[int], obs_dtype: object) -> bool:
 def encoder_errors(encoder: str, env_cfg: EnvConfig) -> list[str]:
     """Why ``algo.encoder=encoder`` cannot run on ``env_cfg``'s observations (one message each)."""
     if encoder not in ENCODERS:
-        return [f"algo.encoder={encoder!r} is not valid; choose one of: {', '.join(ENCODERS)}"]
+        return choice_errors("algo.encoder", encoder, ENCODERS)
     if encoder == "cnn":
         from rlsweep.envs import observation_space
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from rlsweep.toggles.base import Toggle, text
+from rlsweep.toggles.base import Toggle, choice_errors, text
 
 if TYPE_CHECKING:
     import torch
@@ -65,10 +65,8 @@ class BackendToggle(Toggle):
         return {"matmul_precision": b.matmul_precision, "cudnn_benchmark": b.cudnn_benchmark, "num_threads": threads}
 
     def validate(self, cfg: TrainConfig) -> list[str]:
-        b, errors = cfg.backend, []
-        if b.matmul_precision not in MATMUL_PRECISIONS:
-            errors.append(f"backend.matmul_precision={b.matmul_precision!r} is not valid; choose one of: "
-                          f"{', '.join(MATMUL_PRECISIONS)}")
+        b = cfg.backend
+        errors = choice_errors("backend.matmul_precision", b.matmul_precision, MATMUL_PRECISIONS)
         if b.num_threads is not None and b.num_threads <= 0:
             errors.append(f"backend.num_threads must be > 0 (or null for the job's CPUs), got {b.num_threads}")
         if cfg.deterministic and b.cudnn_benchmark:

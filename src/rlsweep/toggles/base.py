@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,6 +34,14 @@ def text(value: Any) -> str:
     if value is None:
         return "null"
     return str(value)
+
+
+def choice_errors(key: str, value: Any, choices: Iterable[Any]) -> list[str]:
+    """The message for ``key=value`` when ``value`` is not one of ``choices`` (empty: it is)."""
+    # `1 in (False, True)` holds in Python: compare types too, so pin_memory=1 is refused, not taken as true
+    if any(type(value) is type(c) and value == c for c in choices):
+        return []
+    return [f"{key}={value!r} is not valid; choose one of: {', '.join(map(text, choices))}"]
 
 
 class Toggle(ABC):
@@ -87,11 +96,7 @@ class Toggle(ABC):
 
     def validate(self, cfg: TrainConfig) -> list[str]:
         """Every reason this toggle's settings cannot run; subclasses add their conflicts."""
-        value = self.value(cfg)
-        # `1 in (False, True)` holds in Python: compare types too, so pin_memory=1 is refused, not taken as true
-        if self.values is not None and not any(type(value) is type(v) and value == v for v in self.values):
-            return [f"{self.key}={value!r} is not valid; choose one of: {', '.join(map(text, self.values))}"]
-        return []
+        return [] if self.values is None else choice_errors(self.key, self.value(cfg), self.values)
 
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         """Why this setting cannot act on ``device`` (``"partly ..."``: it acts in part); None when it can."""
