@@ -95,23 +95,22 @@ class ReplayBuffer:
                     flat_out[k] = final
         return out
 
+    def _stored_arrays(self) -> tuple[str, ...]:
+        """The per-transition arrays a checkpoint keeps (their filled rows)."""
+        return ("obs", "actions", "rewards", "terminated", *(("next_obs",) if self.store_next_obs else ()))
+
     def state_dict(self) -> dict[str, Any]:
         n = len(self)
-        state = {
-            "obs": self.obs[:n].copy(), "actions": self.actions[:n].copy(),
-            "rewards": self.rewards[:n].copy(), "terminated": self.terminated[:n].copy(),
-            "pos": self.pos, "full": self.full, "rng": self.rng.bit_generator.state,
-        }
-        if self.store_next_obs:
-            state["next_obs"] = self.next_obs[:n].copy()
-        else:
+        state = {k: getattr(self, k)[:n].copy() for k in self._stored_arrays()}
+        state.update(pos=self.pos, full=self.full, rng=self.rng.bit_generator.state)
+        if not self.store_next_obs:
             state["final_obs"] = {k: v.copy() for k, v in self.final_obs.items()}
             state["pending_next"] = self.pending_next.copy()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         n = len(state["rewards"])
-        for key in ("obs", "actions", "rewards", "terminated", *(("next_obs",) if self.store_next_obs else ())):
+        for key in self._stored_arrays():
             getattr(self, key)[:n] = state[key]
         if not self.store_next_obs:
             self.final_obs = {int(k): v.copy() for k, v in state["final_obs"].items()}
