@@ -120,7 +120,6 @@ class TD3(Algorithm):
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)
         a: TD3Config = cfg.algo  # type: ignore[assignment]
-        self.a = a
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
         self.obs_dim, self.act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
         self.low, self.high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)

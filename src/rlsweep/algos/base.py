@@ -36,6 +36,7 @@ class Algorithm(ABC):
 
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         self.cfg = cfg
+        self.a = cfg.algo  # the hyper-parameters: an instance of the class's config_class
         self.envs = envs
         self.rt = rt
         self.timer = timer

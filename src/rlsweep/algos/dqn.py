@@ -51,7 +51,6 @@ class DQN(Algorithm):
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)
         a: DQNConfig = cfg.algo  # type: ignore[assignment]
-        self.a = a
         obs_space = envs.single_observation_space
         self.obs_dim = int(np.prod(obs_space.shape))
         self.n_actions = int(envs.single_action_space.n)

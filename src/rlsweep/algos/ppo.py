@@ -72,7 +72,6 @@ class PPO(Algorithm):
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)
         a: PPOConfig = cfg.algo  # type: ignore[assignment]
-        self.a = a
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
         self.discrete = isinstance(act_space, gym.spaces.Discrete)
         self.act_dim = int(act_space.n) if self.discrete else int(np.prod(act_space.shape))

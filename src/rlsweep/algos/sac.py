@@ -87,7 +87,6 @@ class SAC(Algorithm):
     def __init__(self, cfg: TrainConfig, envs: gym.vector.VectorEnv, rt: Runtime, timer: PhaseTimer) -> None:
         super().__init__(cfg, envs, rt, timer)
         a: SACConfig = cfg.algo  # type: ignore[assignment]
-        self.a = a
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
         self.obs_dim = int(np.prod(obs_space.shape))
         self.act_dim = int(np.prod(act_space.shape))
