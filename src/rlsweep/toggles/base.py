@@ -64,13 +64,15 @@ class Toggle(ABC):
     values: ClassVar[tuple[Any, ...] | None] = None
     #: the value that means "off": the default in the config and the report's baseline
     off_value: ClassVar[Any]
-    #: Hydra overrides that turn the toggle on (the test matrices and the docs use them)
+    #: Hydra overrides that turn the toggle on (the test matrices and the docs use them; a bool: ``<name>=true``)
     on: ClassVar[tuple[str, ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             return  # an intermediate base class, not a toggle
+        if "on" not in cls.__dict__ and getattr(cls, "schema", None) is bool:
+            cls.on = (f"{cls.name}=true",)
         for attr in ("name", "schema", "off_value", "on"):
             if not hasattr(cls, attr):
                 raise TypeError(f"toggle {cls.__name__} must set {attr}")
@@ -150,8 +152,3 @@ class BoolToggle(FlagToggle):
     schema = bool
     values = (False, True)
     off_value = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        if "name" in cls.__dict__ and "on" not in cls.__dict__:
-            cls.on = (f"{cls.name}=true",)
-        super().__init_subclass__(**kwargs)

@@ -24,29 +24,24 @@ class ChannelsLastToggle(BoolToggle):
     def not_applicable(self, cfg: TrainConfig, device: torch.device) -> str | None:
         if not cfg.backend.channels_last:
             return None
-        reason = conv_free_reason(cfg)
-        if reason is None and cfg.seeds_per_job > 1:
+        # first: why the job builds no convolutional network
+        encoder = getattr(cfg.algo, "encoder", None)
+        if encoder is None:
+            return (f"not applicable: {cfg.algo.name} has no algo.encoder, so no convolutional network "
+                    f"(channels_last acts on convolutions)")
+        if encoder == "mlp":
+            return "not applicable: algo.encoder=mlp builds no convolutional network"
+        if encoder == "auto":
+            from rlsweep.envs import observation_space
+            from rlsweep.nets import is_image_shape
+
+            space = observation_space(cfg.env)
+            if not is_image_shape(space.shape, space.dtype):
+                return (f"not applicable: {cfg.env.id} observations are not images ({space.dtype} {space.shape}), "
+                        f"so algo.encoder=auto builds an MLP, no convolutional network")
+        if cfg.seeds_per_job > 1:
             # under vmap a tensor has no memory format of its own (contiguous(memory_format=...) is
             # not implemented there): the seeds' convolutions run as torch.vmap lays them out
             return ("not applicable: seeds_per_job > 1 runs the seeds' convolutions through torch.vmap, "
                     "which keeps no channels_last (NHWC) layout")
-        return reason
-
-
-def conv_free_reason(cfg: TrainConfig) -> str | None:
-    """Why the job builds no convolutional network (None: it builds one)."""
-    encoder = getattr(cfg.algo, "encoder", None)
-    if encoder is None:
-        return (f"not applicable: {cfg.algo.name} has no algo.encoder, so no convolutional network "
-                f"(channels_last acts on convolutions)")
-    if encoder == "mlp":
-        return "not applicable: algo.encoder=mlp builds no convolutional network"
-    if encoder == "auto":
-        from rlsweep.envs import observation_space
-        from rlsweep.nets import is_image_shape
-
-        space = observation_space(cfg.env)
-        if not is_image_shape(space.shape, space.dtype):
-            return (f"not applicable: {cfg.env.id} observations are not images ({space.dtype} {space.shape}), "
-                    f"so algo.encoder=auto builds an MLP, no convolutional network")
-    return None
+        return None
