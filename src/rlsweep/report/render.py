@@ -29,8 +29,8 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _ci_text(low: float | None, high: float | None) -> str:
-    return "-" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+def _ci_text(low: float | None, high: float | None, spec: str = ".3f") -> str:
+    return "-" if low is None or high is None else f"[{low:{spec}}, {high:{spec}}]"
 
 
 def _return_text(cell: CellSummary) -> str:
@@ -72,9 +72,7 @@ def _short_ratio(ratio: float | None, low: float | None, high: float | None, bas
     """``1.65 [1.60, 1.70]``: two decimals for the terminal (summary.md keeps three)."""
     if ratio is None:
         return "-"
-    if baseline or low is None or high is None:
-        return f"{ratio:.2f}{unit}"
-    return f"{ratio:.2f}{unit} [{low:.2f}, {high:.2f}]"
+    return f"{ratio:.2f}{unit}" + ("" if baseline or low is None or high is None else " " + _ci_text(low, high, ".2f"))
 
 
 def cell_marks(cell: CellSummary, learning: str = "LEARNING") -> list[str]:

@@ -85,8 +85,7 @@ def build_report(
     for cell in cells:
         base = by_context.get(tuple(cell.key.get(d, UNKNOWN) for d in context))
         if base is None:
-            where = " ".join(f"{d}={cell.key.get(d)}" for d in context)
-            cell.ratio_note = f"no baseline cell in this context ({where})"
+            cell.ratio_note = f"no baseline cell in this context ({spec_text({d: cell.key.get(d) for d in context})})"
             cell.learning_note = "not assessed: no baseline cell"
         elif cell is base:  # its ratios are 1 by definition (where it has the numbers they compare)
             cell.baseline_label, cell.ci_method, cell.learning_note = cell.label, "baseline", "baseline"
@@ -384,8 +383,14 @@ def _baseline(
         spec[key], reasons[key] = norm_value(raw_value), "chosen with --baseline"
     toggles_varied = [d for d in varied if d in sweep.toggle_dims]
     open_dims = varied if not baseline and not toggles_varied else [d for d in toggles_varied if d not in spec]
-    for dim in open_dims:
+    for dim in [*spec, *open_dims]:  # the open dimensions are not in the spec yet
         if not (present := {c.key.get(dim) for c in cells} - {None, UNKNOWN}):
+            continue
+        if dim in spec:
+            if reasons[dim] == REASON_OFF and spec[dim] not in present:
+                known = TOGGLE_VALUE_ORDER.get(dim, ())
+                spec[dim] = min(present, key=lambda v: (known.index(v) if v in known else len(known), v))
+                reasons[dim] = "the off value was not swept: the toggle's first value in the sweep"
             continue
         default = sweep.config_defaults.get(dim)
         unswept = f"; the config's default {dim}={default} was not swept" if default is not None else ""
@@ -397,12 +402,6 @@ def _baseline(
         else:
             first = min((c for c in cells if c.key.get(dim) in present), key=lambda c: (first_num[id(c)], c.label))
             spec[dim], reasons[dim] = str(first.key[dim]), "the value of the sweep's first job" + unswept
-    for dim, value in spec.items():
-        present = {c.key.get(dim) for c in cells} - {None, UNKNOWN}
-        if reasons[dim] == REASON_OFF and present and value not in present:
-            known = TOGGLE_VALUE_ORDER.get(dim, ())
-            spec[dim] = min(present, key=lambda v: (known.index(v) if v in known else len(known), v))
-            reasons[dim] = "the off value was not swept: the toggle's first value in the sweep"
     context = [d for d in dims if d not in sweep.toggle_dims and d not in reasons]
     text = spec_text(spec)
     by_context: dict[tuple[str, ...], CellSummary] = {}
