@@ -29,13 +29,13 @@ from rlsweep.records import (
     OTHER_CONFIG,
     STATUS_RUNNING,
     expand_sweep,
+    is_basic_sweeper,
     job_alive,
     override_key,
     parse_overrides,
     read_record,
     resume_decision,
     resume_refusal,
-    sweep_arguments,
     sweep_lists,
     walk_records,
 )
@@ -542,17 +542,15 @@ def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
 def _expand_sweep(config: DictConfig) -> list[list[str]]:
     """Every job's override list, as Hydra's basic sweeper will produce them."""
     task = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
-    sweeper_target = str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
-    if not sweeper_target.endswith("BasicSweeper"):
+    if not is_basic_sweeper(OmegaConf.select(config, "hydra.sweeper._target_", default=None)):
         # other sweepers (Optuna) choose jobs as they go: check the base config, without the
         # overrides they search over (interval(...), choice(...))
         return [[str(o.input_line) for o in parse_overrides(task) if not o.is_sweep_override()]]
     from hydra.core.global_hydra import GlobalHydra
 
-    params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
     # with Hydra's config loader, as the sweeper parses them: glob(...) lists its group's options
     loader = GlobalHydra.instance().config_loader()
-    return expand_sweep(sweep_lists(sweep_arguments(task, params), loader))
+    return expand_sweep(sweep_lists(task, OmegaConf.select(config, "hydra.sweeper.params", default=None), loader))
 
 
 def _compose(config: DictConfig, overrides: list[str]) -> DictConfig:

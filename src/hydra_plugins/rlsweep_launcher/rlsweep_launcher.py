@@ -25,7 +25,7 @@ from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf, SlurmQueueConf
 from omegaconf import OmegaConf, open_dict
 
-from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, last_line, read_record
+from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, is_basic_sweeper, last_line, read_record
 from rlsweep.signals import STOP_MARKER
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
 
     if not OmegaConf.select(launcher.config, prepare.PREPARE_KEY, default=True):
         return []
-    if not str(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
+    if not is_basic_sweeper(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default=None)):
         return []  # a search (Optuna) launches trial after trial, each its own cell: a cold run per trial would double it
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     finished = [(read_record(sweep_dir / str(initial_job_idx + i)) or {}).get("status") == STATUS_OK
