@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlsweep import records
+from rlsweep.launchers import run_limited
 from rlsweep.records import override_key, read_json, write_json_atomic
 from rlsweep.results import utc_now
 
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 PREPARE_FILE = "prepare.json"
 #: where, in the sweep folder, submitit keeps the preparation's processes (logs, pickles)
 SUBMITIT_FOLDER = ".submitit_prepare"
-#: seconds between two looks at the preparation's running processes
-_POLL_S = 0.2
 #: the config key that turns the preparation off (``prepare=false``)
 PREPARE_KEY = "prepare"
 #: keys of a job's overrides that do not make another cell: the repeat, switches of one invocation
@@ -55,13 +54,12 @@ def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
 
 
 def with_group_sizes(cell_configs: list[tuple[list[str], TrainConfig]], job_overrides: Sequence[Sequence[str]],
-                     finished: Sequence[bool], base_seeds_per_job: Any) -> list[tuple[list[str], TrainConfig]]:
-    """``cell_configs``, each cell once for every number of seeds one of its processes trains, largest first
-    (a cell's last group may be smaller, a resumed one's lose their finished seeds): compiled shapes have the seeds."""
-    from rlsweep.launchers import seed_groups
-
+                     finished: Sequence[bool], groups: list[list[int]]) -> list[tuple[list[str], TrainConfig]]:
+    """``cell_configs``, each cell once for every number of seeds one of its processes (``groups``:
+    :func:`rlsweep.launchers.seed_groups`) trains, largest first (a cell's last group may be smaller, a resumed
+    one's lose their finished seeds): compiled shapes have the seeds."""
     sizes: dict[tuple[str, ...], set[int]] = {}
-    for group in seed_groups(job_overrides, base_seeds_per_job):
+    for group in groups:
         trained = sum(1 for i in group if not finished[i])
         if trained:
             sizes.setdefault(cell_key(job_overrides[group[0]]), set()).add(trained)
@@ -161,28 +159,15 @@ def run_fresh_locally(folder: Path, limit: int, gpus_per_node: int = 0) -> Calla
 
         executor = submitit.LocalExecutor(folder=str(folder / "%j"))
         executor.update_parameters(timeout_min=24 * 60, gpus_per_node=gpus_per_node)
-        pending = list(range(len(configs)))
-        jobs: dict[int, Any] = {}
-        try:
-            while pending or any(not j.done() for j in jobs.values()):
-                running = sum(not j.done() for j in jobs.values())
-                while pending and running < limit:
-                    i = pending.pop(0)
-                    jobs[i] = executor.submit(cold_run, configs[i])
-                    running += 1
-                time.sleep(_POLL_S)
-        except KeyboardInterrupt:
-            for job in jobs.values():
-                if not job.done():
-                    job.cancel()
-            raise
-        results: list[Any] = []
-        for i in range(len(configs)):
+
+        def outcome(i: int, job: Any) -> Any:
             try:
-                results.append(jobs[i].result())
+                return job.result()
             except Exception as exc:  # noqa: BLE001 - recorded in prepare.json; the cell's jobs still run
-                results.append(exc)
-        return results
+                return exc
+
+        return list(run_limited(range(len(configs)), limit, lambda i: executor.submit(cold_run, configs[i]), outcome,
+                                lambda running, _pending: [job.cancel() for job in running]).values())
 
     return run_fresh
 
