@@ -368,14 +368,14 @@ def _locked(folder: Path) -> Iterator[None]:
 
 def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> tuple[Path, bool]:
     """The output folder ``key`` names, when usable, and whether ``resume=true`` (then ``key`` must be given)."""
-    problem = _output_dir_problem(str(OmegaConf.select(config, key)))
-    if problem:
+    folder = str(OmegaConf.select(config, key))
+    if problem := _output_dir_problem(folder):
         fail([f"{problem}; set {key}=<a writable folder>"], title=FOLDER)
     resume = bool(OmegaConf.select(config, RESUME_KEY, default=False))
     given = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []  # on the command line
-    if resume and not any(str(o).lstrip("+").split("=", 1)[0] == key for o in given):
+    if resume and not any(override_key(str(o)) == key for o in given):
         fail([f"resume=true needs the folder of the {what} to resume: add {key}=<that folder>{hint}"])
-    return Path(str(OmegaConf.select(config, key))), resume
+    return Path(folder), resume
 
 
 class RLSweepCallback(Callback):

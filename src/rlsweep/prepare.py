@@ -235,8 +235,7 @@ def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
 
 def read_prepare(sweep_dir: Path | str | None) -> dict[str, Any] | None:
     """The sweep's ``prepare.json``; None when it has none (not prepared, or not a sweep)."""
-    record = read_json(Path(sweep_dir) / PREPARE_FILE) if sweep_dir else None
-    return record if isinstance(record, dict) else None
+    return read_json(Path(sweep_dir) / PREPARE_FILE) if sweep_dir else None
 
 
 def cell_entry(prepared: dict[str, Any] | None, overrides: Sequence[str]) -> dict[str, Any] | None:

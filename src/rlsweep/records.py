@@ -96,19 +96,19 @@ def read_result(output_dir: Path) -> dict[str, Any]:
         return json.load(f)
 
 
-def read_json(path: Path) -> Any:
-    """The JSON in ``path``; None when there is none or it cannot be read."""
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (each file rlsweep writes holds one); None when there is none or it cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            data = json.load(f)
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def read_record(out_dir: Path) -> dict[str, Any] | None:
     """The result record in ``out_dir``; None when there is none or it cannot be read."""
-    record = read_json(Path(out_dir) / RESULT_FILE)
-    return record if isinstance(record, dict) else None
+    return read_json(Path(out_dir) / RESULT_FILE)
 
 
 def write_groups(sweep_dir: Path, nums: Sequence[int], groups: Mapping[int, list[dict[str, Any]]]) -> None:
@@ -116,9 +116,8 @@ def write_groups(sweep_dir: Path, nums: Sequence[int], groups: Mapping[int, list
     members (``num``, ``seed``, ``overrides``), itself first. Entries of the jobs ``nums`` left by an
     earlier launch of the sweep are replaced; a job in no group trains alone."""
     path = sweep_dir / GROUPS_FILE
-    old = read_json(path) if path.is_file() else {}
     stale = {str(n) for n in nums}
-    kept = {k: v for k, v in (old or {}).items() if k not in stale}
+    kept = {k: v for k, v in (read_json(path) or {}).items() if k not in stale}
     if groups or kept or path.is_file():
         write_json_atomic(path, {**kept, **{str(k): v for k, v in groups.items()}})
 

@@ -124,7 +124,7 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
 def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
     """The sweep's jobs (num, overrides, Slurm job id or None), and where they came from."""
     manifest = read_json(sweep_dir / MANIFEST_FILE)
-    if isinstance(manifest, dict) and isinstance(manifest.get("jobs"), list):
+    if manifest is not None and isinstance(manifest.get("jobs"), list):
         jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
                 for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
         return jobs, MANIFEST_FILE
@@ -389,9 +389,7 @@ def render(status: SweepStatus) -> str:
     """The table: one line per job, then the counts and the exit status's meaning."""
     rows = [("job", "state", "slurm id", "detail", "overrides")]
     for j in status.jobs:
-        state = j.state + (f" (x{j.requeues})" if j.requeues and j.state != OK else "")
-        if j.state == OK and j.requeues:
-            state += f" (requeued x{j.requeues})"
+        state = j.state + ((f" (requeued x{j.requeues})" if j.state == OK else f" (x{j.requeues})") if j.requeues else "")
         rows.append((str(j.num), state, j.slurm_job_id or "-", j.detail or "", " ".join(j.overrides) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
