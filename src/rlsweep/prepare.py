@@ -55,9 +55,8 @@ def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
 
 def with_group_sizes(cell_configs: list[tuple[list[str], TrainConfig]], job_overrides: Sequence[Sequence[str]],
                      finished: Sequence[bool], groups: list[list[int]]) -> list[tuple[list[str], TrainConfig]]:
-    """``cell_configs``, each cell once for every number of seeds one of its processes (``groups``:
-    :func:`rlsweep.launchers.seed_groups`) trains, largest first (a cell's last group may be smaller, a resumed
-    one's lose their finished seeds): compiled shapes have the seeds."""
+    """``cell_configs``, each cell once for every number of seeds one of its process ``groups`` trains, largest first
+    (a cell's last group may be smaller, a resumed one's lose their finished seeds): compiled shapes have the seeds."""
     sizes: dict[tuple[str, ...], set[int]] = {}
     for group in groups:
         trained = sum(1 for i in group if not finished[i])
