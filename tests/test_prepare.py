@@ -217,7 +217,7 @@ def test_the_local_preparation_sees_the_gpus_the_jobs_see(tmp_path, monkeypatch)
             return Done()
 
     monkeypatch.setattr(submitit, "LocalExecutor", Executor)
-    assert prepare.run_fresh_locally(tmp_path, 1, 1)(["cfg"]) == ["ok"]
+    assert prepare.run_fresh_locally(tmp_path, ["cfg"], 1, 1) == ["ok"]
     assert made[0].params["gpus_per_node"] == 1
-    prepare.run_fresh_locally(tmp_path, 1)(["cfg"])
+    prepare.run_fresh_locally(tmp_path, ["cfg"], 1)
     assert made[1].params["gpus_per_node"] == 0

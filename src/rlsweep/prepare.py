@@ -148,34 +148,23 @@ def warm_wandb(cfg: TrainConfig) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run_fresh_locally(folder: Path, limit: int, gpus_per_node: int = 0) -> Callable[[list[TrainConfig]], list[Any]]:
-    """A ``run_fresh`` for :func:`prepare_sweep`: each config's :func:`cold_run` in a process of its own,
-    started by submitit's local executor, at most ``limit`` at once, seeing the GPUs the sweep's jobs
-    see (submitit's local executor shows a process only its ``gpus_per_node`` GPUs)."""
+def run_fresh_locally(folder: Path, configs: list[TrainConfig], limit: int, gpus_per_node: int = 0) -> list[Any]:
+    """Each config's :func:`cold_run` in a process of its own, started by submitit's local executor (its files in
+    ``folder``), at most ``limit`` at once, seeing the GPUs the sweep's jobs see (submitit's local executor shows
+    a process only its ``gpus_per_node`` GPUs); each one's entry or the exception it raised."""
+    import submitit
 
-    def run_fresh(configs: list[TrainConfig]) -> list[Any]:
-        import submitit
+    executor = submitit.LocalExecutor(folder=str(folder / "%j"))
+    executor.update_parameters(timeout_min=24 * 60, gpus_per_node=gpus_per_node)
 
-        executor = submitit.LocalExecutor(folder=str(folder / "%j"))
-        executor.update_parameters(timeout_min=24 * 60, gpus_per_node=gpus_per_node)
+    def outcome(i: int, job: Any) -> Any:
+        try:
+            return job.result()
+        except Exception as exc:  # noqa: BLE001 - recorded in prepare.json; the cell's jobs still run
+            return exc
 
-        def outcome(i: int, job: Any) -> Any:
-            try:
-                return job.result()
-            except Exception as exc:  # noqa: BLE001 - recorded in prepare.json; the cell's jobs still run
-                return exc
-
-        return list(run_limited(range(len(configs)), limit, lambda i: executor.submit(cold_run, configs[i]), outcome,
-                                lambda running, _pending: [job.cancel() for job in running]).values())
-
-    return run_fresh
-
-
-def prepare_on_node(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]], launcher: str) -> None:
-    """The preparation as one job of its own (Slurm): cold runs one after another on this node,
-    each in a fresh process; the sweep's jobs wait for this one (a Slurm dependency)."""
-    prepare_sweep(sweep_dir, cell_configs, run_fresh_locally(Path(sweep_dir) / SUBMITIT_FOLDER, 1),
-                  in_process=False, launcher=launcher)
+    return list(run_limited(range(len(configs)), limit, lambda i: executor.submit(cold_run, configs[i]), outcome,
+                            lambda running, _pending: [job.cancel() for job in running]).values())
 
 
 def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -187,15 +176,14 @@ def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]],
-                  run_fresh: Callable[[list[TrainConfig]], list[Any]], *, in_process: bool,
-                  launcher: str) -> None:
+def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]], *, in_process: bool,
+                  launcher: str, limit: int = 1, gpus_per_node: int = 0) -> None:
     """Prepare every cell (``cell_configs``: its overrides and first job's config); write ``prepare.json``.
 
     Args:
-        run_fresh: runs :func:`cold_run` for each config, each in a fresh process, and returns
-            each one's entry or the exception it raised (the launcher's way of starting processes).
         in_process: also run the warm pass in this process (the timed jobs will run here).
+        limit, gpus_per_node: of the cold runs (:func:`run_fresh_locally`); Slurm runs them one after
+            another on the node of a job of their own, which the sweep's jobs wait for (a dependency).
     """
     if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)
         return
@@ -205,7 +193,8 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
         log.info("preparing the sweep: %d compiled cell(s) compile once each, untimed, on an empty cache",
                  len(compiled))
     # one outcome per compiled cell, in their order
-    outcomes = iter(run_fresh([c for _, c in compiled]) if compiled else [])
+    outcomes = iter(run_fresh_locally(Path(sweep_dir) / SUBMITIT_FOLDER, [c for _, c in compiled], limit,
+                                      gpus_per_node) if compiled else [])
     if in_process:
         warm_wandb(cell_configs[0][1])
     entries = []

@@ -205,10 +205,9 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         from rlsweep.launchers import run_limited
 
         groups = _plan_groups(self.config, jobs_overrides, initial_job_idx, sweep_dir)
-        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides, initial_job_idx, groups),
-                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, limit,
-                                                        self.params.get("gpus_per_node") or 0),
-                              in_process=False, launcher=type(self).__name__)
+        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides, initial_job_idx, groups), in_process=False,
+                              launcher=type(self).__name__, limit=limit,
+                              gpus_per_node=self.params.get("gpus_per_node") or 0)
         singletons = Singleton.get_state()
         stop_marker = sweep_dir / STOP_MARKER
         stop_marker.unlink(missing_ok=True)  # left by an earlier, stopped run of this sweep
@@ -322,8 +321,7 @@ class BasicLauncher(basic_launcher.BasicLauncher):
         # cold runs one at a time, as this launcher runs its jobs; then every cell once in this process
         prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, initial_job_idx, groups,
                                                        resolve_threads=True),
-                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, 1), in_process=True,
-                              launcher=type(self).__name__)
+                              in_process=True, launcher=type(self).__name__)
         log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
         runs: dict[int, JobReturn] = {}
         for i in _leaders_in_order(groups, job_overrides):
@@ -437,9 +435,10 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             return
         name = type(self).__name__
         if not any(prepare.compiles(c) for _, c in cell_configs):
-            prepare.prepare_sweep(sweep_dir, cell_configs, lambda configs: [], in_process=False, launcher=name)
+            prepare.prepare_sweep(sweep_dir, cell_configs, in_process=False, launcher=name)
             return
-        job = executor.submit(prepare.prepare_on_node, sweep_dir, cell_configs, name)
+        # cold runs one after another on the job's node, each in a fresh process
+        job = executor.submit(prepare.prepare_sweep, sweep_dir, cell_configs, in_process=False, launcher=name)
         log.info(f"preparation: Slurm job {job.job_id} compiles each compiled cell once, untimed; "
                  "the sweep's jobs start after it")
         extra = dict(self.params.get("additional_parameters") or {})
