@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,15 +167,6 @@ def run_fresh_locally(folder: Path, configs: list[TrainConfig], limit: int, gpus
                             lambda running, _pending: [job.cancel() for job in running]).values())
 
 
-def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    try:
-        return {"status": "ok", **fn()}
-    except Exception as exc:  # noqa: BLE001 - the cell's jobs run and record their own failure
-        log.warning("preparing cell %s (%s) failed: %s: %s", " ".join(overrides) or "(no overrides)", what,
-                    type(exc).__name__, exc)
-        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-
-
 def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]], *, in_process: bool,
                   launcher: str, limit: int = 1, gpus_per_node: int = 0) -> None:
     """Prepare every cell (``cell_configs``: its overrides and first job's config); write ``prepare.json``.
@@ -201,13 +192,18 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
     for overrides, cfg in cell_configs:
         entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "seeds": cfg.seeds_per_job,
                                  "compiled": compiles(cfg), "cold": None, "warm": None}
-        if entry["compiled"]:
-            out = next(outcomes)
-            entry["cold"] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
-                             if isinstance(out, BaseException) else {"status": "ok", **out})
+        parts = {"cold": next(outcomes)} if entry["compiled"] else {}  # each: what it measured, or why it failed
         if in_process:
             log.info("preparing the sweep: cell %s, untimed", " ".join(cell_key(overrides)) or "(no overrides)")
-            entry["warm"] = _attempt("warm pass", overrides, lambda cfg=cfg: run_until_warm(cfg))
+            try:
+                parts["warm"] = run_until_warm(cfg)
+            except Exception as exc:  # noqa: BLE001 - the cell's jobs run and record their own failure
+                log.warning("preparing cell %s (warm pass) failed: %s: %s", " ".join(overrides) or "(no overrides)",
+                            type(exc).__name__, exc)
+                parts["warm"] = exc
+        for part, out in parts.items():
+            entry[part] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
+                           if isinstance(out, BaseException) else {"status": "ok", **out})
         entries.append(entry)
     # a resumed sweep prepares only its unfinished cells: the others keep what was measured before
     done = {tuple(e["cell"]) for e in entries}
