@@ -160,15 +160,20 @@ def test_each_size_of_a_cells_groups_of_seeds_is_prepared() -> None:
     seeds trained."""
     from helpers import tiny_cfg
 
+    from rlsweep.launchers import seed_groups
+
     cfg = tiny_cfg("ppo", "seeds_per_job=4")
     jobs = [[f"seed={s}"] for s in range(10)]
-    sizes = [c.seeds_per_job for _, c in prepare.with_group_sizes([(["seed=0"], cfg)], jobs, [False] * 10, 4)]
+    sizes = [c.seeds_per_job for _, c in prepare.with_group_sizes([(["seed=0"], cfg)], jobs, [False] * 10,
+                                                                  seed_groups(jobs, 4))]
     assert sizes == [4, 2]
     finished = [s in (0, 4) for s in range(10)]
-    sizes = [c.seeds_per_job for _, c in prepare.with_group_sizes([(["seed=1"], cfg)], jobs, finished, 4)]
+    sizes = [c.seeds_per_job for _, c in prepare.with_group_sizes([(["seed=1"], cfg)], jobs, finished,
+                                                                  seed_groups(jobs, 4))]
     assert sizes == [3, 2]
     alone = tiny_cfg("ppo")
-    assert prepare.with_group_sizes([(["seed=0"], alone)], jobs, [False] * 10, 1) == [(["seed=0"], alone)]
+    assert prepare.with_group_sizes([(["seed=0"], alone)], jobs, [False] * 10, seed_groups(jobs, 1)) == \
+        [(["seed=0"], alone)]
 
 
 @pytest.mark.slow  # a real sweep with two cold compiles: a minute or two on 2 cores
@@ -212,7 +217,7 @@ def test_the_local_preparation_sees_the_gpus_the_jobs_see(tmp_path, monkeypatch)
             return Done()
 
     monkeypatch.setattr(submitit, "LocalExecutor", Executor)
-    assert prepare.run_fresh_locally(tmp_path, 1, 1)(["cfg"]) == ["ok"]
+    assert prepare.run_fresh_locally(tmp_path, ["cfg"], 1, 1) == ["ok"]
     assert made[0].params["gpus_per_node"] == 1
-    prepare.run_fresh_locally(tmp_path, 1)(["cfg"])
+    prepare.run_fresh_locally(tmp_path, ["cfg"], 1)
     assert made[1].params["gpus_per_node"] == 0

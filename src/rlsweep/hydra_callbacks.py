@@ -29,13 +29,13 @@ from rlsweep.records import (
     OTHER_CONFIG,
     STATUS_RUNNING,
     expand_sweep,
+    is_basic_sweeper,
     job_alive,
     override_key,
     parse_overrides,
     read_record,
     resume_decision,
     resume_refusal,
-    sweep_arguments,
     sweep_lists,
     walk_records,
 )
@@ -368,14 +368,14 @@ def _locked(folder: Path) -> Iterator[None]:
 
 def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> tuple[Path, bool]:
     """The output folder ``key`` names, when usable, and whether ``resume=true`` (then ``key`` must be given)."""
-    problem = _output_dir_problem(str(OmegaConf.select(config, key)))
-    if problem:
+    folder = str(OmegaConf.select(config, key))
+    if problem := _output_dir_problem(folder):
         fail([f"{problem}; set {key}=<a writable folder>"], title=FOLDER)
     resume = bool(OmegaConf.select(config, RESUME_KEY, default=False))
     given = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []  # on the command line
-    if resume and not any(str(o).lstrip("+").split("=", 1)[0] == key for o in given):
+    if resume and not any(override_key(str(o)) == key for o in given):
         fail([f"resume=true needs the folder of the {what} to resume: add {key}=<that folder>{hint}"])
-    return Path(str(OmegaConf.select(config, key))), resume
+    return Path(folder), resume
 
 
 class RLSweepCallback(Callback):
@@ -542,17 +542,15 @@ def _move_resume_to_hydra_overrides(config: DictConfig) -> None:
 def _expand_sweep(config: DictConfig) -> list[list[str]]:
     """Every job's override list, as Hydra's basic sweeper will produce them."""
     task = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
-    sweeper_target = str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
-    if not sweeper_target.endswith("BasicSweeper"):
+    if not is_basic_sweeper(OmegaConf.select(config, "hydra.sweeper._target_", default=None)):
         # other sweepers (Optuna) choose jobs as they go: check the base config, without the
         # overrides they search over (interval(...), choice(...))
         return [[str(o.input_line) for o in parse_overrides(task) if not o.is_sweep_override()]]
     from hydra.core.global_hydra import GlobalHydra
 
-    params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
     # with Hydra's config loader, as the sweeper parses them: glob(...) lists its group's options
     loader = GlobalHydra.instance().config_loader()
-    return expand_sweep(sweep_lists(sweep_arguments(task, params), loader))
+    return expand_sweep(sweep_lists(task, OmegaConf.select(config, "hydra.sweeper.params", default=None), loader))
 
 
 def _compose(config: DictConfig, overrides: list[str]) -> DictConfig:

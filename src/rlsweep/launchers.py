@@ -9,7 +9,8 @@ launching process.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rlsweep.records import cell_key
@@ -17,6 +18,8 @@ from rlsweep.records import cell_key
 THREADS_KEY = "backend.num_threads"
 SEED_KEY = "seed"
 SEEDS_PER_JOB_KEY = "seeds_per_job"
+#: seconds between two looks at the running local processes (a job lasts seconds at the very least)
+POLL_S = 0.2
 
 
 def usable_cpus() -> int:
@@ -101,6 +104,27 @@ def group_members(job_overrides: Sequence[Sequence[str]], group: Sequence[int], 
     """What the job that trains ``group`` needs of each member: its number, seed and overrides."""
     return [{"num": first_num + i, "seed": int(_override_values(job_overrides[i], SEED_KEY)[-1]),
              "overrides": list(job_overrides[i])} for i in group]
+
+
+def run_limited(order: Iterable[int], limit: int, submit: Callable[[int], Any], result: Callable[[int, Any], Any],
+                stop: Callable[[list[Any], list[int]], None]) -> dict[int, Any]:
+    """Start job ``i`` of ``order`` (``submit(i)``: a submitit job) when fewer than ``limit`` run; then each one's
+    ``result(i, job)`` by ``i``. A Ctrl-C: ``stop(the running jobs, the indices not started)``, then raised on."""
+    pending = list(order)
+    jobs: dict[int, Any] = {}
+    try:
+        while pending:
+            running = sum(not job.done() for job in jobs.values())
+            while pending and running < limit:
+                i = pending.pop(0)
+                jobs[i] = submit(i)
+                running += 1
+            if pending:
+                time.sleep(POLL_S)
+        return {i: result(i, job) for i, job in jobs.items()}
+    except KeyboardInterrupt:
+        stop([job for job in jobs.values() if not job.done()], pending)
+        raise
 
 
 def submitted_message(sweep_dir: str, array_ids: Sequence[str], num_jobs: int) -> str:

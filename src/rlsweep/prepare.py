@@ -17,11 +17,12 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlsweep import records
+from rlsweep.launchers import run_limited
 from rlsweep.records import override_key, read_json, write_json_atomic
 from rlsweep.results import utc_now
 
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 PREPARE_FILE = "prepare.json"
 #: where, in the sweep folder, submitit keeps the preparation's processes (logs, pickles)
 SUBMITIT_FOLDER = ".submitit_prepare"
-#: seconds between two looks at the preparation's running processes
-_POLL_S = 0.2
 #: the config key that turns the preparation off (``prepare=false``)
 PREPARE_KEY = "prepare"
 #: keys of a job's overrides that do not make another cell: the repeat, switches of one invocation
@@ -55,13 +54,11 @@ def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
 
 
 def with_group_sizes(cell_configs: list[tuple[list[str], TrainConfig]], job_overrides: Sequence[Sequence[str]],
-                     finished: Sequence[bool], base_seeds_per_job: Any) -> list[tuple[list[str], TrainConfig]]:
-    """``cell_configs``, each cell once for every number of seeds one of its processes trains, largest first
+                     finished: Sequence[bool], groups: list[list[int]]) -> list[tuple[list[str], TrainConfig]]:
+    """``cell_configs``, each cell once for every number of seeds one of its process ``groups`` trains, largest first
     (a cell's last group may be smaller, a resumed one's lose their finished seeds): compiled shapes have the seeds."""
-    from rlsweep.launchers import seed_groups
-
     sizes: dict[tuple[str, ...], set[int]] = {}
-    for group in seed_groups(job_overrides, base_seeds_per_job):
+    for group in groups:
         trained = sum(1 for i in group if not finished[i])
         if trained:
             sizes.setdefault(cell_key(job_overrides[group[0]]), set()).add(trained)
@@ -151,67 +148,33 @@ def warm_wandb(cfg: TrainConfig) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run_fresh_locally(folder: Path, limit: int, gpus_per_node: int = 0) -> Callable[[list[TrainConfig]], list[Any]]:
-    """A ``run_fresh`` for :func:`prepare_sweep`: each config's :func:`cold_run` in a process of its own,
-    started by submitit's local executor, at most ``limit`` at once, seeing the GPUs the sweep's jobs
-    see (submitit's local executor shows a process only its ``gpus_per_node`` GPUs)."""
+def run_fresh_locally(folder: Path, configs: list[TrainConfig], limit: int, gpus_per_node: int = 0) -> list[Any]:
+    """Each config's :func:`cold_run` in a process of its own, started by submitit's local executor (its files in
+    ``folder``), at most ``limit`` at once, seeing the GPUs the sweep's jobs see (submitit's local executor shows
+    a process only its ``gpus_per_node`` GPUs); each one's entry or the exception it raised."""
+    import submitit
 
-    def run_fresh(configs: list[TrainConfig]) -> list[Any]:
-        import submitit
+    executor = submitit.LocalExecutor(folder=str(folder / "%j"))
+    executor.update_parameters(timeout_min=24 * 60, gpus_per_node=gpus_per_node)
 
-        executor = submitit.LocalExecutor(folder=str(folder / "%j"))
-        executor.update_parameters(timeout_min=24 * 60, gpus_per_node=gpus_per_node)
-        pending = list(range(len(configs)))
-        jobs: dict[int, Any] = {}
+    def outcome(i: int, job: Any) -> Any:
         try:
-            while pending or any(not j.done() for j in jobs.values()):
-                running = sum(not j.done() for j in jobs.values())
-                while pending and running < limit:
-                    i = pending.pop(0)
-                    jobs[i] = executor.submit(cold_run, configs[i])
-                    running += 1
-                time.sleep(_POLL_S)
-        except KeyboardInterrupt:
-            for job in jobs.values():
-                if not job.done():
-                    job.cancel()
-            raise
-        results: list[Any] = []
-        for i in range(len(configs)):
-            try:
-                results.append(jobs[i].result())
-            except Exception as exc:  # noqa: BLE001 - recorded in prepare.json; the cell's jobs still run
-                results.append(exc)
-        return results
+            return job.result()
+        except Exception as exc:  # noqa: BLE001 - recorded in prepare.json; the cell's jobs still run
+            return exc
 
-    return run_fresh
+    return list(run_limited(range(len(configs)), limit, lambda i: executor.submit(cold_run, configs[i]), outcome,
+                            lambda running, _pending: [job.cancel() for job in running]).values())
 
 
-def prepare_on_node(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]], launcher: str) -> None:
-    """The preparation as one job of its own (Slurm): cold runs one after another on this node,
-    each in a fresh process; the sweep's jobs wait for this one (a Slurm dependency)."""
-    prepare_sweep(sweep_dir, cell_configs, run_fresh_locally(Path(sweep_dir) / SUBMITIT_FOLDER, 1),
-                  in_process=False, launcher=launcher)
-
-
-def _attempt(what: str, overrides: Sequence[str], fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    try:
-        return {"status": "ok", **fn()}
-    except Exception as exc:  # noqa: BLE001 - the cell's jobs run and record their own failure
-        log.warning("preparing cell %s (%s) failed: %s: %s", " ".join(overrides) or "(no overrides)", what,
-                    type(exc).__name__, exc)
-        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-
-
-def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]],
-                  run_fresh: Callable[[list[TrainConfig]], list[Any]], *, in_process: bool,
-                  launcher: str) -> None:
+def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]], *, in_process: bool,
+                  launcher: str, limit: int = 1, gpus_per_node: int = 0) -> None:
     """Prepare every cell (``cell_configs``: its overrides and first job's config); write ``prepare.json``.
 
     Args:
-        run_fresh: runs :func:`cold_run` for each config, each in a fresh process, and returns
-            each one's entry or the exception it raised (the launcher's way of starting processes).
         in_process: also run the warm pass in this process (the timed jobs will run here).
+        limit, gpus_per_node: of the cold runs (:func:`run_fresh_locally`); Slurm runs them one after
+            another on the node of a job of their own, which the sweep's jobs wait for (a dependency).
     """
     if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)
         return
@@ -221,20 +184,26 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
         log.info("preparing the sweep: %d compiled cell(s) compile once each, untimed, on an empty cache",
                  len(compiled))
     # one outcome per compiled cell, in their order
-    outcomes = iter(run_fresh([c for _, c in compiled]) if compiled else [])
+    outcomes = iter(run_fresh_locally(Path(sweep_dir) / SUBMITIT_FOLDER, [c for _, c in compiled], limit,
+                                      gpus_per_node) if compiled else [])
     if in_process:
         warm_wandb(cell_configs[0][1])
     entries = []
     for overrides, cfg in cell_configs:
         entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "seeds": cfg.seeds_per_job,
                                  "compiled": compiles(cfg), "cold": None, "warm": None}
-        if entry["compiled"]:
-            out = next(outcomes)
-            entry["cold"] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
-                             if isinstance(out, BaseException) else {"status": "ok", **out})
+        parts = {"cold": next(outcomes)} if entry["compiled"] else {}  # each: what it measured, or why it failed
         if in_process:
             log.info("preparing the sweep: cell %s, untimed", " ".join(cell_key(overrides)) or "(no overrides)")
-            entry["warm"] = _attempt("warm pass", overrides, lambda cfg=cfg: run_until_warm(cfg))
+            try:
+                parts["warm"] = run_until_warm(cfg)
+            except Exception as exc:  # noqa: BLE001 - the cell's jobs run and record their own failure
+                log.warning("preparing cell %s (warm pass) failed: %s: %s", " ".join(overrides) or "(no overrides)",
+                            type(exc).__name__, exc)
+                parts["warm"] = exc
+        for part, out in parts.items():
+            entry[part] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
+                           if isinstance(out, BaseException) else {"status": "ok", **out})
         entries.append(entry)
     # a resumed sweep prepares only its unfinished cells: the others keep what was measured before
     done = {tuple(e["cell"]) for e in entries}
@@ -250,8 +219,7 @@ def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
 
 def read_prepare(sweep_dir: Path | str | None) -> dict[str, Any] | None:
     """The sweep's ``prepare.json``; None when it has none (not prepared, or not a sweep)."""
-    record = read_json(Path(sweep_dir) / PREPARE_FILE) if sweep_dir else None
-    return record if isinstance(record, dict) else None
+    return read_json(Path(sweep_dir) / PREPARE_FILE) if sweep_dir else None
 
 
 def cell_entry(prepared: dict[str, Any] | None, overrides: Sequence[str]) -> dict[str, Any] | None:

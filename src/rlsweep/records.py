@@ -96,19 +96,19 @@ def read_result(output_dir: Path) -> dict[str, Any]:
         return json.load(f)
 
 
-def read_json(path: Path) -> Any:
-    """The JSON in ``path``; None when there is none or it cannot be read."""
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (each file rlsweep writes holds one); None when there is none or it cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            data = json.load(f)
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def read_record(out_dir: Path) -> dict[str, Any] | None:
     """The result record in ``out_dir``; None when there is none or it cannot be read."""
-    record = read_json(Path(out_dir) / RESULT_FILE)
-    return record if isinstance(record, dict) else None
+    return read_json(Path(out_dir) / RESULT_FILE)
 
 
 def write_groups(sweep_dir: Path, nums: Sequence[int], groups: Mapping[int, list[dict[str, Any]]]) -> None:
@@ -116,9 +116,8 @@ def write_groups(sweep_dir: Path, nums: Sequence[int], groups: Mapping[int, list
     members (``num``, ``seed``, ``overrides``), itself first. Entries of the jobs ``nums`` left by an
     earlier launch of the sweep are replaced; a job in no group trains alone."""
     path = sweep_dir / GROUPS_FILE
-    old = read_json(path) if path.is_file() else {}
     stale = {str(n) for n in nums}
-    kept = {k: v for k, v in (old or {}).items() if k not in stale}
+    kept = {k: v for k, v in (read_json(path) or {}).items() if k not in stale}
     if groups or kept or path.is_file():
         write_json_atomic(path, {**kept, **{str(k): v for k, v in groups.items()}})
 
@@ -279,19 +278,22 @@ def parse_overrides(overrides: Sequence[str], config_loader: Any = None) -> list
     return OverridesParser.create(config_loader=config_loader).parse_overrides(list(overrides))
 
 
-def sweep_arguments(task: Sequence[Any], params: Mapping[str, Any] | None) -> list[str]:
-    """The sweeper's arguments: its ``params`` first, then the task overrides, as Hydra's BasicSweeper joins them."""
-    return [f"{k}={v}" for k, v in (params or {}).items()] + [str(t) for t in task]
+def is_basic_sweeper(target: Any) -> bool:
+    """Whether sweeper ``target`` expands a grid of jobs (Hydra's or rlsweep's ``BasicSweeper``; a search, Optuna,
+    chooses them as it goes); none named (a multirun.yaml always names its sweeper) is read as the basic one."""
+    return not target or str(target).endswith("BasicSweeper")
 
 
-def sweep_lists(arguments: Sequence[str], config_loader: Any = None) -> dict[str, list[str]]:
-    """Each key's ``key=value`` options in the order listed; a later argument for a key replaces an earlier
-    one (``config_loader``: see :func:`parse_overrides`).
+def sweep_lists(task: Sequence[Any], params: Mapping[str, Any] | None = None,
+                config_loader: Any = None) -> dict[str, list[str]]:
+    """Each key's ``key=value`` options in the order listed (the sweeper's ``params``, then ``task``, as Hydra's
+    BasicSweeper joins them); a later one for a key replaces an earlier one (``config_loader``: :func:`parse_overrides`).
 
     Raises:
         ValueError: a sweep that is not a list of values (``interval(...)``): the basic sweeper refuses it too.
     """
     lists: dict[str, list[str]] = {}
+    arguments = [f"{k}={v}" for k, v in (params or {}).items()] + [str(t) for t in task]
     for ov in parse_overrides(arguments, config_loader):
         key = ov.get_key_element()
         if not ov.is_sweep_override():
@@ -326,13 +328,11 @@ def multirun_sweep(sweep_dir: Path, notes: list[str]) -> tuple[dict[str, Any], d
             raise TypeError("top level is not a mapping")
         hydra_cfg = cfg.get("hydra") or {}
         sweeper = hydra_cfg.get("sweeper") or {}
-        target = str(sweeper.get("_target_", ""))
-        # a multirun.yaml always names its sweeper; one without is read as the basic sweeper's
-        if target and not target.endswith("BasicSweeper"):
-            notes.append(f"sweeper {target} chooses its jobs as it goes: none expected, jobs from their folders only")
+        if not is_basic_sweeper(sweeper.get("_target_")):
+            notes.append(f"sweeper {sweeper['_target_']} chooses its jobs as it goes: none expected, jobs from their "
+                         "folders only")
             return None
-        task = (hydra_cfg.get("overrides") or {}).get("task") or []
-        return cfg, sweep_lists(sweep_arguments(task, sweeper.get("params")))
+        return cfg, sweep_lists((hydra_cfg.get("overrides") or {}).get("task") or [], sweeper.get("params"))
     except Exception as exc:  # noqa: BLE001 - unreadable, or any parser failure: the jobs from their folders, say so
         notes.append(f"{MULTIRUN_FILE} not used ({type(exc).__name__}: {exc}); jobs from their folders only")
         return None

@@ -71,7 +71,6 @@ class SlurmState:
     job_id: str  # <array id>_<index>
     state: str  # first word of sacct's State: PENDING, RUNNING, CANCELLED, TIMEOUT, ...
     exit_code: str = ""
-    reason: str = ""
     requeues: int = 0
 
 
@@ -125,7 +124,7 @@ def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str
 def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, list[str], str | None]], str]:
     """The sweep's jobs (num, overrides, Slurm job id or None), and where they came from."""
     manifest = read_json(sweep_dir / MANIFEST_FILE)
-    if isinstance(manifest, dict) and isinstance(manifest.get("jobs"), list):
+    if manifest is not None and isinstance(manifest.get("jobs"), list):
         jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
                 for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
         return jobs, MANIFEST_FILE
@@ -186,8 +185,7 @@ def parse_sacct(text: str) -> dict[str, SlurmState]:
 def _slurm_state(task: str, fields: list[str], requeues: int) -> SlurmState:
     words = fields[1].split()
     return SlurmState(job_id=task, state=words[0] if words else "UNKNOWN",
-                      exit_code=fields[2] if len(fields) > 2 else "", reason=fields[3] if len(fields) > 3 else "",
-                      requeues=requeues)
+                      exit_code=fields[2] if len(fields) > 2 else "", requeues=requeues)
 
 
 def slurm_states(array_ids: Sequence[str], notes: list[str]) -> dict[str, SlurmState] | None:
@@ -233,12 +231,6 @@ def _killed_for_memory(sweep_dir: Path, slurm_job_id: str) -> bool:
 # ---------------------------------------------------------------------------------------------- resolve
 
 
-def _this_submission(record: dict[str, Any], slurm: SlurmState) -> bool:
-    """Whether the record was written by this Slurm job (not by an earlier submission of the sweep)."""
-    job = record.get("job") if isinstance(record.get("job"), dict) else {}
-    return str(job.get("slurm_job_id")) == slurm.job_id.split("_")[0]
-
-
 def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folder: Path | None,
             slurm: SlurmState | None, slurm_job_id: str | None = None) -> JobStatus:
     """One job's state from its record and Slurm's (either may be missing)."""
@@ -257,13 +249,14 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
         job.state, job.detail = status, last_line(record.get("error")) or status
         job.env_steps = checkpoint_env_steps(folder) if folder is not None else None
         return job
-    if status == FAILED:
-        job.state, job.detail = FAILED, last_line(record.get("error")) or "failed (no error text)"
-        if sstate in _SLURM_FAILED_REASON:  # the kill is the cause; the traceback is its symptom
-            job.detail = _SLURM_FAILED_REASON[sstate]
+    if status == FAILED:  # Slurm's kill is the cause, when it killed the job; the traceback is its symptom
+        job.state, job.detail = FAILED, (_SLURM_FAILED_REASON.get(sstate) or last_line(record.get("error"))
+                                         or "failed (no error text)")
         return job
     # no final record (none, running, interrupted): Slurm knows more, when there is Slurm
-    if sstate == "PENDING" and status == RUNNING and not job.requeues and _this_submission(record, slurm):
+    written_by = (record or {}).get("job") if isinstance((record or {}).get("job"), dict) else {}
+    if sstate == "PENDING" and status == RUNNING and not job.requeues \
+            and str(written_by.get("slurm_job_id")) == slurm.job_id.split("_")[0]:  # not an earlier submission
         sstate = "RUNNING"  # its first attempt wrote that it runs: sacct (slurmdbd) lags the controller
     elif sstate == "PENDING" and (status is not None or job.requeues):
         sstate = "REQUEUED"  # pending again after an attempt: requeued, waiting to restart
@@ -318,12 +311,12 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
     notes: list[str] = []
     expected, source = _expected_jobs(root, notes)
     records: dict[int, tuple[Path, dict[str, Any] | None]] = {}
-    extra: list[tuple[Path, dict[str, Any] | None]] = []
+    unnumbered: list[Path] = []
     for folder in job_folders(root):
         record = read_record(folder)
         num = job_num(folder, record)
         if num is None:
-            extra.append((folder, record))
+            unnumbered.append(folder)
         else:
             records[num] = (folder, record)
     if not expected and not records:
@@ -353,8 +346,7 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
                 and _killed_for_memory(root, slurm_id):
             slurm = dataclasses.replace(slurm, state="OUT_OF_MEMORY")
         out.append(resolve(num, overrides, record, folder, slurm, slurm_id))
-    for folder, _record in extra:
-        notes.append(f"{folder}: a job folder without a job number (not shown)")
+    notes.extend(f"{folder}: a job folder without a job number (not shown)" for folder in unnumbered)
     return SweepStatus(sweep_dir=root, jobs=out, source=source, notes=notes)
 
 
@@ -397,9 +389,7 @@ def render(status: SweepStatus) -> str:
     """The table: one line per job, then the counts and the exit status's meaning."""
     rows = [("job", "state", "slurm id", "detail", "overrides")]
     for j in status.jobs:
-        state = j.state + (f" (x{j.requeues})" if j.requeues and j.state != OK else "")
-        if j.state == OK and j.requeues:
-            state += f" (requeued x{j.requeues})"
+        state = j.state + ((f" (requeued x{j.requeues})" if j.state == OK else f" (x{j.requeues})") if j.requeues else "")
         rows.append((str(j.num), state, j.slurm_job_id or "-", j.detail or "", " ".join(j.overrides) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]

@@ -10,8 +10,6 @@ runs the module before it is in ``sys.modules``, where ``dataclass`` would look 
 import logging
 import os
 import signal
-import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -25,13 +23,10 @@ from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQueueConf, SlurmQueueConf
 from omegaconf import OmegaConf, open_dict
 
-from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, last_line, read_record
+from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, is_basic_sweeper, last_line, read_record
 from rlsweep.signals import STOP_MARKER
 
 log = logging.getLogger(__name__)
-
-#: seconds between two looks at the running jobs (a job lasts seconds at the very least)
-POLL_S = 0.2
 
 
 @dataclass
@@ -75,7 +70,7 @@ def _make_sweep_dir(config: Any, executor: str) -> Path:
     return sweep_dir
 
 
-def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
+def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, groups: list[list[int]], *,
                   resolve_threads: bool = False) -> list[tuple[list[str], Any]]:
     """Each cell of the sweep to prepare (:mod:`rlsweep.prepare`): its overrides and first job's config.
 
@@ -92,7 +87,7 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
 
     if not OmegaConf.select(launcher.config, prepare.PREPARE_KEY, default=True):
         return []
-    if not str(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default="")).endswith("BasicSweeper"):
+    if not is_basic_sweeper(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default=None)):
         return []  # a search (Optuna) launches trial after trial, each its own cell: a cold run per trial would double it
     sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
     finished = [(read_record(sweep_dir / str(initial_job_idx + i)) or {}).get("status") == STATUS_OK
@@ -117,17 +112,16 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, *,
     finally:
         if saved is not None:
             HydraConfig.instance().set_config(saved)
-    return prepare.with_group_sizes(out, job_overrides, finished, OmegaConf.select(launcher.config, "seeds_per_job",
-                                                                                   default=1))
+    return prepare.with_group_sizes(out, job_overrides, finished, groups)
 
 
 def _plan_groups(config: Any, job_overrides: Any, initial_job_idx: int, sweep_dir: Path) -> list[list[int]]:
     """The jobs grouped into processes by ``seeds_per_job`` (indices into ``job_overrides``; see
     :func:`rlsweep.launchers.seed_groups`), written to the sweep's groups file for the jobs to read."""
-    from rlsweep.launchers import group_members, seed_groups
+    from rlsweep.launchers import SEEDS_PER_JOB_KEY, group_members, seed_groups
     from rlsweep.records import write_groups
 
-    groups = seed_groups(job_overrides, OmegaConf.select(config, "seeds_per_job", default=1))
+    groups = seed_groups(job_overrides, OmegaConf.select(config, SEEDS_PER_JOB_KEY, default=1))
     write_groups(sweep_dir, range(initial_job_idx, initial_job_idx + len(job_overrides)),
                  {initial_job_idx + g[0]: group_members(job_overrides, g, initial_job_idx) for g in groups if len(g) > 1})
     if len(groups) < len(job_overrides):
@@ -208,41 +202,33 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         log.info(f"{num_jobs} jobs, at most {limit} at once ({why}), seed-major order")
 
         from rlsweep import prepare
+        from rlsweep.launchers import run_limited
 
-        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides, initial_job_idx),
-                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, limit,
-                                                        self.params.get("gpus_per_node") or 0),
-                              in_process=False, launcher=type(self).__name__)
-        singletons = Singleton.get_state()
         groups = _plan_groups(self.config, jobs_overrides, initial_job_idx, sweep_dir)
-        pending = deque(_leaders_in_order(groups, jobs_overrides))
-        jobs: dict[int, Any] = {}
-        running: list[int] = []
+        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides, initial_job_idx, groups), in_process=False,
+                              launcher=type(self).__name__, limit=limit,
+                              gpus_per_node=self.params.get("gpus_per_node") or 0)
+        singletons = Singleton.get_state()
         stop_marker = sweep_dir / STOP_MARKER
         stop_marker.unlink(missing_ok=True)  # left by an earlier, stopped run of this sweep
-        try:
-            while pending:
-                running = [i for i in running if not jobs[i].done()]
-                while pending and len(running) < limit:
-                    i = pending.popleft()
-                    idx = initial_job_idx + i
-                    log.info(f"\t#{idx} : {' '.join(filter_overrides(jobs_overrides[i]))}")
-                    # the job's hydra config records the limit it ran under (job.max_parallel)
-                    overrides = [*jobs_overrides[i], f"hydra.launcher.max_parallel={limit}"]
-                    jobs[i] = _submit_ignoring_sigint(
-                        executor, self, overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons)
-                    running.append(i)
-                if pending:
-                    time.sleep(POLL_S)
-            # in job order, as the plugin returns them
-            led = {i: self._result(jobs[i], initial_job_idx + i, jobs_overrides[i], sweep_dir) for i in jobs}
-            return _returns(groups, led, jobs_overrides, initial_job_idx, sweep_dir)
-        except KeyboardInterrupt:
+
+        def submit(i: int) -> Any:
+            idx = initial_job_idx + i
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(jobs_overrides[i]))}")
+            # the job's hydra config records the limit it ran under (job.max_parallel)
+            overrides = [*jobs_overrides[i], f"hydra.launcher.max_parallel={limit}"]
+            return _submit_ignoring_sigint(executor, self, overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}",
+                                           singletons)
+
+        def stop(running: list[Any], pending: list[int]) -> None:
             if pending:
                 log.warning(f"interrupted: {len(pending)} job(s) not started: "
                             f"{sorted(initial_job_idx + i for i in pending)}")
-            _stop_jobs([job for job in jobs.values() if not job.done()], stop_marker)
-            raise
+            _stop_jobs(running, stop_marker)
+
+        led = run_limited(_leaders_in_order(groups, jobs_overrides), limit, submit,
+                          lambda i, job: self._result(job, initial_job_idx + i, jobs_overrides[i], sweep_dir), stop)
+        return _returns(groups, led, jobs_overrides, initial_job_idx, sweep_dir)  # in job order, as the plugin's
 
     @staticmethod
     def _result(job: Any, idx: int, overrides: list[str], sweep_dir: Path) -> JobReturn:
@@ -331,12 +317,12 @@ class BasicLauncher(basic_launcher.BasicLauncher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         from rlsweep import prepare
 
-        # cold runs one at a time, as this launcher runs its jobs; then every cell once in this process
-        prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, initial_job_idx, resolve_threads=True),
-                              prepare.run_fresh_locally(sweep_dir / prepare.SUBMITIT_FOLDER, 1), in_process=True,
-                              launcher=type(self).__name__)
-        log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
         groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
+        # cold runs one at a time, as this launcher runs its jobs; then every cell once in this process
+        prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, initial_job_idx, groups,
+                                                       resolve_threads=True),
+                              in_process=True, launcher=type(self).__name__)
+        log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
         runs: dict[int, JobReturn] = {}
         for i in _leaders_in_order(groups, job_overrides):
             idx = initial_job_idx + i
@@ -414,8 +400,8 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         assert num_jobs > 0
         executor = _executor(self._EXECUTOR, self.params)
         sweep_dir = _make_sweep_dir(self.config, self._EXECUTOR)
-        self._prepare(executor, sweep_dir, job_overrides, initial_job_idx)
         groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
+        self._prepare(executor, sweep_dir, job_overrides, initial_job_idx, groups)
         leaders = [g[0] for g in groups]
         job_params = []
         singletons = Singleton.get_state()  # a deep copy of Hydra's global state: once, not per job
@@ -436,21 +422,23 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         # not awaited: each job's record is its result
         return [JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED) for overrides in job_overrides]
 
-    def _prepare(self, executor: Any, sweep_dir: Path, job_overrides: Any, initial_job_idx: int) -> None:
+    def _prepare(self, executor: Any, sweep_dir: Path, job_overrides: Any, initial_job_idx: int,
+                 groups: list[list[int]]) -> None:
         """The sweep's preparation (:mod:`rlsweep.prepare`) as one Slurm job that the array waits for
         (``afterany``: a failed preparation still lets the jobs run, unprepared); a sweep that compiles
         nothing needs no job: its preparation file is written here.
         """
         from rlsweep import prepare
 
-        cell_configs = _cell_configs(self, job_overrides, initial_job_idx)
+        cell_configs = _cell_configs(self, job_overrides, initial_job_idx, groups)
         if not cell_configs:
             return
         name = type(self).__name__
         if not any(prepare.compiles(c) for _, c in cell_configs):
-            prepare.prepare_sweep(sweep_dir, cell_configs, lambda configs: [], in_process=False, launcher=name)
+            prepare.prepare_sweep(sweep_dir, cell_configs, in_process=False, launcher=name)
             return
-        job = executor.submit(prepare.prepare_on_node, sweep_dir, cell_configs, name)
+        # cold runs one after another on the job's node, each in a fresh process
+        job = executor.submit(prepare.prepare_sweep, sweep_dir, cell_configs, in_process=False, launcher=name)
         log.info(f"preparation: Slurm job {job.job_id} compiles each compiled cell once, untimed; "
                  "the sweep's jobs start after it")
         extra = dict(self.params.get("additional_parameters") or {})
