@@ -231,6 +231,12 @@ def _killed_for_memory(sweep_dir: Path, slurm_job_id: str) -> bool:
 # ---------------------------------------------------------------------------------------------- resolve
 
 
+def _this_submission(record: dict[str, Any], slurm: SlurmState) -> bool:
+    """Whether the record was written by this Slurm job (not by an earlier submission of the sweep)."""
+    job = record.get("job") if isinstance(record.get("job"), dict) else {}
+    return str(job.get("slurm_job_id")) == slurm.job_id.split("_")[0]
+
+
 def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folder: Path | None,
             slurm: SlurmState | None, slurm_job_id: str | None = None) -> JobStatus:
     """One job's state from its record and Slurm's (either may be missing)."""
@@ -254,9 +260,7 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
                                          or "failed (no error text)")
         return job
     # no final record (none, running, interrupted): Slurm knows more, when there is Slurm
-    written_by = (record or {}).get("job") if isinstance((record or {}).get("job"), dict) else {}
-    if sstate == "PENDING" and status == RUNNING and not job.requeues \
-            and str(written_by.get("slurm_job_id")) == slurm.job_id.split("_")[0]:  # not an earlier submission
+    if sstate == "PENDING" and status == RUNNING and not job.requeues and _this_submission(record, slurm):
         sstate = "RUNNING"  # its first attempt wrote that it runs: sacct (slurmdbd) lags the controller
     elif sstate == "PENDING" and (status is not None or job.requeues):
         sstate = "REQUEUED"  # pending again after an attempt: requeued, waiting to restart
@@ -389,7 +393,9 @@ def render(status: SweepStatus) -> str:
     """The table: one line per job, then the counts and the exit status's meaning."""
     rows = [("job", "state", "slurm id", "detail", "overrides")]
     for j in status.jobs:
-        state = j.state + ((f" (requeued x{j.requeues})" if j.state == OK else f" (x{j.requeues})") if j.requeues else "")
+        state = j.state + (f" (x{j.requeues})" if j.requeues and j.state != OK else "")
+        if j.state == OK and j.requeues:
+            state += f" (requeued x{j.requeues})"
         rows.append((str(j.num), state, j.slurm_job_id or "-", j.detail or "", " ".join(j.overrides) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
