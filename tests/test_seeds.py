@@ -247,3 +247,41 @@ def test_a_grouped_atari_sweep_ends_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [json.loads((sweep / str(n) / "result.json").read_text())["status"] for n in (0, 1)] == ["ok", "ok"]
     assert "leaked" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_seeds_w_and_b_run_is_finished_when_the_next_seeds_run_fails_to_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (or any error) while the second seed's W&B run starts: the first seed's run, started
+    already, is still finished (its offline file complete), and every seed's record written."""
+    from rlsweep import job
+
+    finished: list[bool] = []
+
+    class StartedRun:
+        run_dir, errors = None, []
+
+        def summary(self, values: dict) -> None:
+            pass
+
+        def finish(self, failed: bool) -> None:
+            finished.append(failed)
+
+    def start_run(seat: job._Seat, concurrent: bool = False) -> StartedRun:
+        if seat.cfg.seed == 1:
+            raise KeyboardInterrupt("while wandb.init ran")
+        return StartedRun()
+
+    monkeypatch.setattr(job, "_tracker", start_run)
+    cfg, ckpt = tiny_cfg("ppo"), tmp_path / "checkpoint.pt"
+    seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
+                                                             "sweep_dir": None, "overrides": []}, {})
+             for seed in (0, 1)]
+    for seat in seats:
+        seat.record, seat.resumed = job._first_record(seat, ckpt)
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            job._train(seats, ckpt)
+        finally:
+            job._write_records(seats, 0, True, 1.0, [])
+    assert finished == [True]
+    assert all(json.loads((tmp_path / str(seed) / "result.json").read_text())["status"] == "failed" for seed in (0, 1))

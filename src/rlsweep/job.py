@@ -206,9 +206,9 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
 
 def _train(todo: list[_Seat], ckpt: Path) -> None:
     """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record."""
-    trackers = [_tracker(seat, concurrent=len(todo) > 1) for seat in todo]
-    for seat, tracker in zip(todo, trackers, strict=True):
-        seat.tracker = tracker
+    for seat in todo:  # each run kept as it starts: however the job ends, _finish finishes every run started
+        seat.tracker = _tracker(seat, concurrent=len(todo) > 1)
+    trackers = [seat.tracker for seat in todo]
     outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
                            checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers])
     for seat, outcome in zip(todo, outcomes, strict=True):
