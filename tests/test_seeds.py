@@ -253,7 +253,7 @@ def test_a_seeds_w_and_b_run_is_finished_when_the_next_seeds_run_fails_to_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Ctrl-C (or any error) while the second seed's W&B run starts: the first seed's run, started
     already, is still finished (its offline file complete), and every seed's record written."""
-    from rlsweep import job
+    from rlsweep import checkpoint, job
 
     finished: list[bool] = []
 
@@ -277,10 +277,10 @@ def test_a_seeds_w_and_b_run_is_finished_when_the_next_seeds_run_fails_to_start(
                                                              "sweep_dir": None, "overrides": []}, {})
              for seed in (0, 1)]
     for seat in seats:
-        seat.record, seat.resumed = job._first_record(seat, ckpt)
+        seat.record = job._first_record(seat, ckpt, checkpoint.Found())
     with pytest.raises(KeyboardInterrupt):
         try:
-            job._train(seats, ckpt)
+            job._train(seats, ckpt, checkpoint.Found())
         finally:
             job._write_records(seats, 0, True, 1.0, [])
     assert finished == [True]

@@ -143,8 +143,10 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     secrets = secret_values()
     seeds = [seat.cfg.seed for seat in todo]
     ckpt = seats[0].out_dir / (CHECKPOINT_FILE if len(todo) == 1 else f"checkpoint-seeds-{'-'.join(map(str, seeds))}.pt")
+    # read and verified once, for every seed's record and the runner (it was written with the first seed's config)
+    found = checkpoint.read(ckpt, todo[0].cfg)
     for seat in todo:
-        seat.record, seat.resumed = _first_record(seat, ckpt)
+        seat.record, seat.resumed = _first_record(seat, ckpt, found), found.header
         # what remains if this process is killed outright; replaced by the final record below
         write_result(seat.out_dir, scrub({**seat.record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
     # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
@@ -153,7 +155,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     failed = True
     try:
-        _train(todo, ckpt)
+        _train(todo, ckpt, found)
         failed = False
         ckpt.unlink(missing_ok=True)  # done: the records are the result; a rerun starts afresh
     except Interrupted as exc:
@@ -204,13 +206,13 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
     return todo, own_done
 
 
-def _train(todo: list[_Seat], ckpt: Path) -> None:
+def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found) -> None:
     """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record."""
     for seat in todo:  # each run kept as it starts: however the job ends, _finish finishes every run started
         seat.tracker = _tracker(seat, concurrent=len(todo) > 1)
     trackers = [seat.tracker for seat in todo]
     outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
-                           checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers])
+                           checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers], found=found)
     for seat, outcome in zip(todo, outcomes, strict=True):
         seat.record.update(outcome.record())
         seat.record["measurement"] = measurement_state(outcome, seat.info)
@@ -254,8 +256,8 @@ def _mark(seats: list[_Seat], **fields: Any) -> None:
         seat.record.update(fields)
 
 
-def _first_record(seat: _Seat, ckpt: Path) -> tuple[dict[str, Any], Any]:
-    """The seed's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
+def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str, Any]:
+    """The seed's record as it starts (status ``failed`` until it ends otherwise)."""
     tcfg = seat.cfg
     record: dict[str, Any] = {
         "status": STATUS_FAILED,
@@ -267,13 +269,11 @@ def _first_record(seat: _Seat, ckpt: Path) -> tuple[dict[str, Any], Any]:
         "provenance": provenance(inspect.getsourcefile(algorithm_class(tcfg.algo._target_))),
     }
     # a checkpoint left by an earlier attempt: resumed from when whole and of this config, else
-    # the job starts afresh and says why (the runner loads only what passes the same check)
-    resumed, record["checkpoint_rejected"] = checkpoint.check(ckpt, tcfg)
+    # the job starts afresh and says why
+    resumed, record["checkpoint_rejected"] = found.header, found.rejected
     record["resumed_from"] = None if resumed is None else {
         "checkpoint": str(ckpt), "env_steps": resumed["env_steps"], "written_at": resumed.get("written_at"),
         "code": resumed.get("code")}
-    if record["checkpoint_rejected"]:
-        log.warning("%s not used: %s; the job starts afresh", ckpt, record["checkpoint_rejected"])
     wandb_settings = resolved_logger(tcfg.logger)  # the config, else W&B's environment variables
     # where W&B logs, in the running record too (the report reads it from any record)
     record["logging"] = {"wandb_mode": wandb_settings.mode, "wandb_project": wandb_settings.project,
@@ -281,7 +281,7 @@ def _first_record(seat: _Seat, ckpt: Path) -> tuple[dict[str, Any], Any]:
                          "wandb_run_dir": None,
                          "wandb_run_id": stable_run_id(seat.out_dir) if wandb_settings.mode != "disabled" else None,
                          "errors": []}
-    return record, resumed
+    return record
 
 
 def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
