@@ -351,13 +351,10 @@ def objective(record: dict[str, Any], cfg: ObjectiveConfig) -> dict[str, Any]:
 
 
 def _provenance_columns(prov: dict[str, Any]) -> dict[str, Any]:
-    """Flat W&B config columns for the code's commit/dirty flag and the versions (filterable in tables)."""
-    code = prov["code"].get("rlsweep") or {}
-    columns = {"code.commit": code.get("commit"), "code.dirty": code.get("dirty")}
-    if "algorithm" in prov["code"]:
-        columns.update({"code.algorithm_commit": prov["code"]["algorithm"]["commit"],
-                        "code.algorithm_dirty": prov["code"]["algorithm"]["dirty"]})
-    return {**columns, **{f"versions.{k}": v for k, v in prov["versions"].items()}}
+    """Flat W&B config columns for the code's commit/dirty flags (as a checkpoint's history keeps them) and
+    the versions (filterable in tables)."""
+    return {**{f"code.{k}": v for k, v in checkpoint.code_of(prov).items()},
+            **{f"versions.{k}": v for k, v in prov["versions"].items()}}
 
 
 def _summary_metrics(record: dict[str, Any]) -> dict[str, Any]:
