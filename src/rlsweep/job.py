@@ -289,8 +289,10 @@ def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
     tcfg, info, out_dir = seat.cfg, seat.info, seat.out_dir
     columns = {k: v for k, v in flatten(seat.resolved).items() if k not in INVOCATION_KEYS}
     return Tracker(
-        tcfg.logger,
+        resolved_logger(tcfg.logger),
         out_dir,
+        stable_run_id(out_dir),
+        concurrent,
         name="-".join([tcfg.algo.name, tcfg.env.id, *toggles.run_name_fragments(tcfg), f"s{tcfg.seed}"]),
         group=run_group(tcfg.logger.group, info["sweep_dir"], out_dir),
         job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
@@ -299,8 +301,6 @@ def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
         config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
                      **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
                      **_provenance_columns(seat.record["provenance"])}),
-        run_id=stable_run_id(out_dir),
-        concurrent=concurrent,
     )
 
 

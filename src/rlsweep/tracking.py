@@ -286,37 +286,24 @@ def init_run(run_id: str, run_root: str, *, concurrent: bool = False, save_code:
 class Tracker:
     """One W&B run for one job -- for one seed of a job that trains several -- (or nothing, in ``disabled`` mode).
 
-    ``cfg`` is resolved with :func:`resolved_logger`; the run is written under
-    ``output_dir`` unless the config or WANDB_DIR names another folder.
+    ``settings`` come from :func:`resolved_logger`; the run is written under ``output_dir`` unless
+    they name another folder. ``fields`` are :func:`init_run`'s: the run's name, group, job_type, tags, config.
     """
 
-    def __init__(
-        self,
-        cfg: LoggerConfig,
-        output_dir: Path,
-        *,
-        name: str,
-        group: str,
-        job_type: str,
-        tags: list[str],
-        config: dict[str, Any],
-        run_id: str,
-        concurrent: bool = False,
-    ) -> None:
+    def __init__(self, settings: WandbSettings, output_dir: Path, run_id: str, concurrent: bool = False,
+                 **fields: Any) -> None:
         self.errors: list[str] = []
         self.run: Any = None
         self.run_dir: str | None = None
         self.run_id = run_id
-        settings = resolved_logger(cfg)
         self.mode = settings.mode
         if self.mode == "disabled":
             return
         try:
             # what the user chose, with any secret in it redacted (one scrub: one read of the secrets)
-            chosen = scrub({"project": settings.project, "entity": settings.entity, "group": group, "name": name,
-                            "tags": list(tags), "config": config})
+            chosen = scrub({"project": settings.project, "entity": settings.entity, **fields})
             self.run = init_run(run_id, settings.dir or str(output_dir), concurrent=concurrent, save_code=False,
-                                mode=self.mode, job_type=job_type, **chosen)
+                                mode=self.mode, **chosen)
             self.run_dir = str(Path(self.run.dir).parent)
             # env steps are the x-axis of every logged metric (W&B's default is its own step counter)
             self.run.define_metric(ENV_STEPS_METRIC)
