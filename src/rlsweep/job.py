@@ -208,7 +208,7 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
 
 def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found) -> None:
     """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record."""
-    for seat in todo:  # each run kept as it starts: however the job ends, _finish finishes every run started
+    for seat in todo:  # each run kept as it starts: however the job ends, _write_records finishes every run started
         seat.tracker = _tracker(seat, concurrent=len(todo) > 1)
     trackers = [seat.tracker for seat in todo]
     outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
@@ -224,14 +224,27 @@ def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found) -> None:
 
 
 def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: float, secrets: list[str]) -> None:
-    """Complete and write every trained seed's record, however the job ended; a seed trained beside
-    others is charged its share of the process's time, so a cell's seeds cost the same grouped or not."""
+    """Complete and write every trained seed's record, however the job ended, and finish its W&B run; a seed
+    trained beside others is charged its share of the process's time, so a cell's seeds cost the same grouped or not."""
     for seat in todo:
-        _finish(seat, failed or seat.record["status"] != "ok", wall_s=wall_s / len(todo))
+        record, tcfg, tracker = seat.record, seat.cfg, seat.tracker
+        record["wall_s"] = round(wall_s / len(todo), 3)
+        # which code ran which part of the job: the attempts its checkpoint carries, and this one
+        record["code_history"] = checkpoint.code_history(seat.resumed, checkpoint.code_of(record["provenance"]))
+        record["finished_at"] = utc_now()
+        record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
+        record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
+            "num_threads", record["fingerprint"]["num_threads"])
+        if record["status"] == "ok":
+            record["objective"] = objective(record, tcfg.objective)
+        if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
+            tracker.summary(_summary_metrics(record))
+            tracker.finish(failed or record["status"] != "ok")
+            record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
         if len(todo) > 1:
-            seat.record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
-                                    "leader": leader, "wall_s": round(wall_s, 3)}
-        write_result(seat.out_dir, scrub(seat.record, secrets))
+            record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
+                               "leader": leader, "wall_s": round(wall_s, 3)}
+        write_result(seat.out_dir, scrub(record, secrets))
 
 
 def _write_refused(seats: list[_Seat], error: str) -> None:
@@ -302,24 +315,6 @@ def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
                      **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
                      **_provenance_columns(seat.record["provenance"])}),
     )
-
-
-def _finish(seat: _Seat, failed: bool, wall_s: float) -> None:
-    """Complete the seed's record, however the job ended, and finish its W&B run."""
-    record, tcfg, tracker = seat.record, seat.cfg, seat.tracker
-    record["wall_s"] = round(wall_s, 3)
-    # which code ran which part of the job: the attempts its checkpoint carries, and this one
-    record["code_history"] = checkpoint.code_history(seat.resumed, checkpoint.code_of(record["provenance"]))
-    record["finished_at"] = utc_now()
-    record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
-    record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
-        "num_threads", record["fingerprint"]["num_threads"])
-    if record["status"] == "ok":
-        record["objective"] = objective(record, tcfg.objective)
-    if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
-        tracker.summary(_summary_metrics(record))
-        tracker.finish(failed)
-        record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
 
 
 def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:
