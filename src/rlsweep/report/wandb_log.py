@@ -6,6 +6,7 @@ wandb is imported only when a run is made.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -20,6 +21,11 @@ from rlsweep.report.render import cell_text, effects_table, summary_table
 from rlsweep.tracking import init_run, resolved_logger, run_group, stable_run_id
 
 WANDB_MODES = ("offline", "online")
+
+
+def wandb_group(sweep_dir: str | os.PathLike[str], group: str | None) -> str:
+    """The W&B group of a sweep's jobs (``record["job"]["sweep_dir"]``, ``logger.group``)."""
+    return run_group(group, sweep_dir, Path(sweep_dir))
 
 
 def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
@@ -43,7 +49,7 @@ def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
             continue
         job_sweep_dir = section(job.record, "job").get("sweep_dir")
         return WandbTarget(mode=mode, project=project, entity=entity, dir=root,
-                           group=run_group(logger.get("group"), job_sweep_dir or sweep_dir.resolve(), sweep_dir))
+                           group=wandb_group(job_sweep_dir or sweep_dir.resolve(), logger.get("group")))
     return None
 
 
