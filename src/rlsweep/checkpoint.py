@@ -17,9 +17,9 @@ import json
 import logging
 import pickle
 import random
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -158,13 +158,14 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         raise
 
 
-class Found(NamedTuple):
+@dataclass
+class Found:
     """A job's checkpoint file as :func:`read` found it: its header and payload when whole and of the job's
     config, else why it must not be used (``rejected``: truncated, corrupted, of another config; all three
     None when there is no file)."""
 
     header: dict[str, Any] | None = None
-    body: bytes | None = None
+    body: bytes | None = field(default=None, repr=False)
     rejected: str | None = None
 
 
@@ -202,7 +203,8 @@ def _verified(path: Path, cfg: TrainConfig) -> Found:
 def load(path: Path, cfg: TrainConfig, found: Found | None = None) -> dict[str, Any] | None:
     """The checkpoint at ``path`` (``found``: as :func:`read` found it already) if it exists, is whole
     and was written for this config, else None."""
-    body = (found or read(path, cfg)).body
+    found = found or read(path, cfg)
+    body, found.body = found.body, None  # unpickled once: the bytes are not held through the training
     return None if body is None else torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
 
 
