@@ -44,7 +44,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_a_whole_checkpoint_passes_its_check_and_names_the_code_that_wrote_it(written: dict) -> None:
-    header, why = checkpoint.check(written["path"], written["cfg"])
+    found = checkpoint.read(written["path"], written["cfg"])
+    header, why = found.header, found.rejected
     assert why is None and header is not None
     assert header["env_steps"] == 3 * 64 and header["attempt"] == 0  # 3 iterations of 4 envs x 16 steps
     commit = git_state(checkpoint.__file__)["commit"]
@@ -89,7 +90,8 @@ def test_a_damaged_checkpoint_is_recognised_before_it_is_unpickled(written: dict
     how, reason = DAMAGES[damage]
     path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(how(written["bytes"]))
-    header, why = checkpoint.check(path, written["cfg"])
+    found = checkpoint.read(path, written["cfg"])
+    header, why = found.header, found.rejected
     assert header is None and why is not None
     assert re.search(reason, why), why
     assert checkpoint.load(path, written["cfg"]) is None
@@ -103,7 +105,8 @@ def test_a_damaged_checkpoint_makes_the_job_start_afresh(written: dict, tmp_path
 
 
 def test_a_checkpoint_of_another_config_is_rejected_as_such(written: dict) -> None:
-    header, why = checkpoint.check(written["path"], tiny_cfg("ppo", BUDGET, "seed=7"))
+    found = checkpoint.read(written["path"], tiny_cfg("ppo", BUDGET, "seed=7"))
+    header, why = found.header, found.rejected
     assert header is None and why == "written for another config"
 
 
@@ -113,7 +116,7 @@ def test_the_history_of_a_resumed_job_keeps_every_attempt(written: dict, tmp_pat
     path.write_bytes(written["bytes"])
     with pytest.raises(Interrupted):
         train(written["cfg"], on_iteration=_interrupt_at(2), checkpoint_path=path)
-    header, _ = checkpoint.check(path, written["cfg"])
+    header = checkpoint.read(path, written["cfg"]).header
     assert header["attempt"] == 1 and header["env_steps"] == 5 * 64
     assert [(h["attempt"], h["from_env_steps"]) for h in header["history"]] == [(0, 0), (1, 3 * 64)]
     assert checkpoint.code_history(header, {"commit": "c", "dirty": False})[-1] == {
@@ -185,7 +188,8 @@ def test_a_job_whose_disk_fills_fails_with_no_space_left_and_resumes_from_its_la
     record = read_result(out)
     assert record["status"] == "failed"
     assert "CheckpointWriteError" in record["error"] and "no space left on device" in record["error"]
-    kept, why = checkpoint.check(out / CHECKPOINT_FILE, tiny_cfg("ppo", "total_env_steps=16000"))
+    found = checkpoint.read(out / CHECKPOINT_FILE, tiny_cfg("ppo", "total_env_steps=16000"))
+    kept, why = found.header, found.rejected
     assert why is None and 0 < kept["env_steps"] < 16000
     filler.unlink()  # space again: the same command continues from that checkpoint
     again = run_train([*args, "resume=true"])

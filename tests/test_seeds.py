@@ -247,3 +247,71 @@ def test_a_grouped_atari_sweep_ends_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [json.loads((sweep / str(n) / "result.json").read_text())["status"] for n in (0, 1)] == ["ok", "ok"]
     assert "leaked" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_seeds_w_and_b_run_is_finished_when_the_next_seeds_run_fails_to_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (or any error) while the second seed's W&B run starts: the first seed's run, started
+    already, is still finished (its offline file complete), and every seed's record written."""
+    from rlsweep import checkpoint, job
+
+    finished: list[bool] = []
+
+    class StartedRun:
+        run_dir, errors = None, []
+
+        def summary(self, values: dict) -> None:
+            pass
+
+        def finish(self, failed: bool) -> None:
+            finished.append(failed)
+
+    def start_run(seat: job._Seat, concurrent: bool = False) -> StartedRun:
+        if seat.cfg.seed == 1:
+            raise KeyboardInterrupt("while wandb.init ran")
+        return StartedRun()
+
+    monkeypatch.setattr(job, "_tracker", start_run)
+    cfg, ckpt = tiny_cfg("ppo"), tmp_path / "checkpoint.pt"
+    seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
+                                                             "sweep_dir": None, "overrides": []}, {})
+             for seed in (0, 1)]
+    for seat in seats:
+        seat.record = job._first_record(seat, ckpt, checkpoint.Found())
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            job._train(seats, ckpt, checkpoint.Found())
+        finally:
+            job._write_records(seats, 0, True, 1.0, [])
+    assert finished == [True]
+    assert all(json.loads((tmp_path / str(seed) / "result.json").read_text())["status"] == "failed" for seed in (0, 1))
+
+
+def test_a_group_resumed_from_its_checkpoint_says_so_in_every_seeds_record(tmp_path: Path) -> None:
+    """The group's one checkpoint was written with the first seed's config: every seed's record says the
+    job resumed from it (not only the first's, the others' calling it "written for another config")."""
+    import os
+    import signal
+
+    from rlsweep.signals import Interrupted
+
+    sweep, args = tmp_path / "sweep", [*TINY["ppo"], "seeds_per_job=2", "eval_episodes=1"]
+    ckpt = sweep / "0" / "checkpoint-seeds-0-1.pt"
+    ckpt.parent.mkdir(parents=True)
+
+    calls = []
+
+    def stop_at_second_iteration(row: dict, env_steps: int) -> None:
+        calls.append(env_steps)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Interrupted):
+        train_seeds(tiny_cfg("ppo", *args[len(TINY["ppo"]):], "seed=0"), [0, 1],
+                    [stop_at_second_iteration, lambda row, steps: None], checkpoint_path=ckpt)
+    proc = run_train(["-m", "algo=ppo", *args, *COMMON, "seed=0,1", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for n in (0, 1):
+        record = json.loads((sweep / str(n) / "result.json").read_text())
+        assert record["checkpoint_rejected"] is None and record["requeues"] == 1, record["checkpoint_rejected"]
+        assert record["resumed_from"]["env_steps"] == record["resumed_at_env_steps"][0] > 0

@@ -17,7 +17,7 @@ import json
 import logging
 import pickle
 import random
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -158,53 +158,54 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
         raise
 
 
-_OTHER_CONFIG = "written for another config"
+@dataclass
+class Found:
+    """A job's checkpoint file as :func:`read` found it: its header and payload when whole and of the job's
+    config, else why it must not be used (``rejected``: truncated, corrupted, of another config; all three
+    None when there is no file)."""
+
+    header: dict[str, Any] | None = None
+    body: bytes | None = field(default=None, repr=False)
+    rejected: str | None = None
 
 
-def _read_verified(path: Path, cfg: TrainConfig) -> tuple[dict[str, Any] | None, bytes | None, str | None]:
-    """:func:`check`'s answer, with the payload's bytes after the header."""
+def read(path: Path, cfg: TrainConfig) -> Found:
+    """The checkpoint at ``path``, read and verified once (its header, then the payload's length and
+    sha256, then the config's digest) before anything is unpickled; a rejected one is logged."""
+    found = _verified(Path(path), cfg)
+    if found.rejected:
+        log.warning("%s not used: %s; the job starts afresh", path, found.rejected)
+    return found
+
+
+def _verified(path: Path, cfg: TrainConfig) -> Found:
     if not path.is_file():
-        return None, None, None
+        return Found()
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return None, None, f"unreadable: {exc.strerror or exc}"
+        return Found(rejected=f"unreadable: {exc.strerror or exc}")
     if not data.startswith(CHECKPOINT_MAGIC):
-        return None, None, ("empty file" if not data else
-                            "no rlsweep checkpoint header (damaged, or written by another program or version)")
+        return Found(rejected="empty file" if not data else
+                     "no rlsweep checkpoint header (damaged, or written by another program or version)")
     header, body = split_checkpoint(data)
     if header is None or not isinstance(header.get("bytes"), int) or "sha256" not in header:
-        return None, None, "truncated or corrupted header"
+        return Found(rejected="truncated or corrupted header")
     if len(body) != header["bytes"]:
-        return None, None, f"truncated: {len(body):,} of {header['bytes']:,} payload bytes"
+        return Found(rejected=f"truncated: {len(body):,} of {header['bytes']:,} payload bytes")
     if hashlib.sha256(body).hexdigest() != header["sha256"]:
-        return None, None, "corrupted: the payload's sha256 does not match the header's"
+        return Found(rejected="corrupted: the payload's sha256 does not match the header's")
     if header.get("config_digest") != config_digest(cfg):
-        return None, None, _OTHER_CONFIG
-    return header, body, None
+        return Found(rejected="written for another config")
+    return Found(header, body)
 
 
-def check(path: Path, cfg: TrainConfig) -> tuple[dict[str, Any] | None, str | None]:
-    """Whether the checkpoint at ``path`` can resume a job with ``cfg``.
-
-    Returns:
-        ``(header, None)`` for a whole checkpoint of this config; ``(None, reason)`` for one that
-        must not be used (truncated, corrupted, of another config); ``(None, None)`` when there is
-        no checkpoint.
-    """
-    header, _, why = _read_verified(Path(path), cfg)
-    return header, why
-
-
-def load(path: Path, cfg: TrainConfig) -> dict[str, Any] | None:
-    """The checkpoint at ``path`` if it exists, is whole and was written for this config, else None."""
-    path = Path(path)
-    _, body, why = _read_verified(path, cfg)
-    if why not in (None, _OTHER_CONFIG):
-        log.warning("checkpoint %s not used: %s; the job starts afresh", path, why)
-    if body is None:
-        return None
-    return torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
+def load(path: Path, cfg: TrainConfig, found: Found | None = None) -> dict[str, Any] | None:
+    """The checkpoint at ``path`` (``found``: as :func:`read` found it already) if it exists, is whole
+    and was written for this config, else None."""
+    found = found or read(path, cfg)
+    body, found.body = found.body, None  # unpickled once: the bytes are not held through the training
+    return None if body is None else torch.load(io.BytesIO(body), map_location="cpu", weights_only=False)
 
 
 def restore(payload: dict[str, Any], algo: Any) -> None:

@@ -155,11 +155,10 @@ def _break_entry(record: Any) -> dict[str, Any]:
     return entry
 
 
-def _frame_key(compile_id: Any) -> str | None:
-    """The frame part of a compile id ("3/1" -> "3"; "!0/3/1" -> "!0/3")."""
-    text = str(compile_id) if compile_id is not None else ""
-    frame, sep, attempt = text.rpartition("/")
-    return frame if sep and attempt.isdigit() else None
+def _compile_id(compile_id: Any) -> tuple[str | None, int]:
+    """A compile id's frame and attempt ("3/1" -> ("3", 1); "!0/3/1" -> ("!0/3", 1)); (None, 0): not one."""
+    frame, sep, attempt = (str(compile_id) if compile_id is not None else "").rpartition("/")
+    return (frame, int(attempt)) if sep and attempt.isdigit() else (None, 0)
 
 
 class CompileStats:
@@ -204,11 +203,10 @@ class CompileStats:
         # the backward of a frame compiles lazily under the forward's compile id: not a recompile
         trigger = getattr(getattr(args, "callback_trigger", None), "name", "DYNAMO")
         if trigger == "DYNAMO":
-            attempt = compile_id.split("/")[-1]
-            if attempt.isdigit() and int(attempt) > 0:
+            frame, attempt = _compile_id(compile_id)
+            if attempt > 0:
                 stats.recompiles += 1
             self._dynamo_ids.add(compile_id)
-            frame = _frame_key(compile_id)
             if frame is not None:
                 self._frames[frame] = name
         start = self._break_records_at_start if self._break_records_at_start <= len(records) else 0
@@ -228,7 +226,7 @@ class CompileStats:
         seen = next((i + 1 for i in range(len(metrics) - 1, -1, -1) if metrics[i] is self._last_metrics), 0)
         self._last_metrics = metrics[-1]
         for m in metrics[seen:]:
-            frame = _frame_key(getattr(m, "compile_id", None))
+            frame, _ = _compile_id(getattr(m, "compile_id", None))
             name = self._frames.get(frame) if frame is not None else None
             if name is None:
                 continue  # not a frame of a wrapped function (or before install)

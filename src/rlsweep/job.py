@@ -143,8 +143,10 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     secrets = secret_values()
     seeds = [seat.cfg.seed for seat in todo]
     ckpt = seats[0].out_dir / (CHECKPOINT_FILE if len(todo) == 1 else f"checkpoint-seeds-{'-'.join(map(str, seeds))}.pt")
+    # read and verified once, for every seed's record and the runner (it was written with the first seed's config)
+    found = checkpoint.read(ckpt, todo[0].cfg)
     for seat in todo:
-        seat.record, seat.resumed = _first_record(seat, ckpt)
+        seat.record, seat.resumed = _first_record(seat, ckpt, found), found.header
         # what remains if this process is killed outright; replaced by the final record below
         write_result(seat.out_dir, scrub({**seat.record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
     # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
@@ -153,7 +155,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     failed = True
     try:
-        _train(todo, ckpt)
+        _train(todo, ckpt, found)
         failed = False
         ckpt.unlink(missing_ok=True)  # done: the records are the result; a rerun starts afresh
     except Interrupted as exc:
@@ -204,13 +206,13 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
     return todo, own_done
 
 
-def _train(todo: list[_Seat], ckpt: Path) -> None:
+def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found) -> None:
     """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record."""
-    trackers = [_tracker(seat, concurrent=len(todo) > 1) for seat in todo]
-    for seat, tracker in zip(todo, trackers, strict=True):
-        seat.tracker = tracker
+    for seat in todo:  # each run kept as it starts: however the job ends, _write_records finishes every run started
+        seat.tracker = _tracker(seat, concurrent=len(todo) > 1)
+    trackers = [seat.tracker for seat in todo]
     outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
-                           checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers])
+                           checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers], found=found)
     for seat, outcome in zip(todo, outcomes, strict=True):
         seat.record.update(outcome.record())
         seat.record["measurement"] = measurement_state(outcome, seat.info)
@@ -222,14 +224,27 @@ def _train(todo: list[_Seat], ckpt: Path) -> None:
 
 
 def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: float, secrets: list[str]) -> None:
-    """Complete and write every trained seed's record, however the job ended; a seed trained beside
-    others is charged its share of the process's time, so a cell's seeds cost the same grouped or not."""
+    """Complete and write every trained seed's record, however the job ended, and finish its W&B run; a seed
+    trained beside others is charged its share of the process's time, so a cell's seeds cost the same grouped or not."""
     for seat in todo:
-        _finish(seat, failed or seat.record["status"] != "ok", wall_s=wall_s / len(todo))
+        record, tcfg, tracker = seat.record, seat.cfg, seat.tracker
+        record["wall_s"] = round(wall_s / len(todo), 3)
+        # which code ran which part of the job: the attempts its checkpoint carries, and this one
+        record["code_history"] = checkpoint.code_history(seat.resumed, checkpoint.code_of(record["provenance"]))
+        record["finished_at"] = utc_now()
+        record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
+        record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
+            "num_threads", record["fingerprint"]["num_threads"])
+        if record["status"] == "ok":
+            record["objective"] = objective(record, tcfg.objective)
+        if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
+            tracker.summary(_summary_metrics(record))
+            tracker.finish(failed or record["status"] != "ok")
+            record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
         if len(todo) > 1:
-            seat.record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
-                                    "leader": leader, "wall_s": round(wall_s, 3)}
-        write_result(seat.out_dir, scrub(seat.record, secrets))
+            record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
+                               "leader": leader, "wall_s": round(wall_s, 3)}
+        write_result(seat.out_dir, scrub(record, secrets))
 
 
 def _write_refused(seats: list[_Seat], error: str) -> None:
@@ -254,8 +269,8 @@ def _mark(seats: list[_Seat], **fields: Any) -> None:
         seat.record.update(fields)
 
 
-def _first_record(seat: _Seat, ckpt: Path) -> tuple[dict[str, Any], Any]:
-    """The seed's record as it starts (status ``failed`` until it ends otherwise), and the checkpoint it resumes."""
+def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str, Any]:
+    """The seed's record as it starts (status ``failed`` until it ends otherwise)."""
     tcfg = seat.cfg
     record: dict[str, Any] = {
         "status": STATUS_FAILED,
@@ -267,13 +282,11 @@ def _first_record(seat: _Seat, ckpt: Path) -> tuple[dict[str, Any], Any]:
         "provenance": provenance(inspect.getsourcefile(algorithm_class(tcfg.algo._target_))),
     }
     # a checkpoint left by an earlier attempt: resumed from when whole and of this config, else
-    # the job starts afresh and says why (the runner loads only what passes the same check)
-    resumed, record["checkpoint_rejected"] = checkpoint.check(ckpt, tcfg)
+    # the job starts afresh and says why
+    resumed, record["checkpoint_rejected"] = found.header, found.rejected
     record["resumed_from"] = None if resumed is None else {
         "checkpoint": str(ckpt), "env_steps": resumed["env_steps"], "written_at": resumed.get("written_at"),
         "code": resumed.get("code")}
-    if record["checkpoint_rejected"]:
-        log.warning("%s not used: %s; the job starts afresh", ckpt, record["checkpoint_rejected"])
     wandb_settings = resolved_logger(tcfg.logger)  # the config, else W&B's environment variables
     # where W&B logs, in the running record too (the report reads it from any record)
     record["logging"] = {"wandb_mode": wandb_settings.mode, "wandb_project": wandb_settings.project,
@@ -281,7 +294,7 @@ def _first_record(seat: _Seat, ckpt: Path) -> tuple[dict[str, Any], Any]:
                          "wandb_run_dir": None,
                          "wandb_run_id": stable_run_id(seat.out_dir) if wandb_settings.mode != "disabled" else None,
                          "errors": []}
-    return record, resumed
+    return record
 
 
 def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
@@ -289,8 +302,10 @@ def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
     tcfg, info, out_dir = seat.cfg, seat.info, seat.out_dir
     columns = {k: v for k, v in flatten(seat.resolved).items() if k not in INVOCATION_KEYS}
     return Tracker(
-        tcfg.logger,
+        resolved_logger(tcfg.logger),
         out_dir,
+        stable_run_id(out_dir),
+        concurrent,
         name="-".join([tcfg.algo.name, tcfg.env.id, *toggles.run_name_fragments(tcfg), f"s{tcfg.seed}"]),
         group=run_group(tcfg.logger.group, info["sweep_dir"], out_dir),
         job_type=JOB_TYPE_TRAIN,  # the role; the algorithm is the algo.name column and a tag
@@ -299,27 +314,7 @@ def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
         config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
                      **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
                      **_provenance_columns(seat.record["provenance"])}),
-        run_id=stable_run_id(out_dir),
-        concurrent=concurrent,
     )
-
-
-def _finish(seat: _Seat, failed: bool, wall_s: float) -> None:
-    """Complete the seed's record, however the job ended, and finish its W&B run."""
-    record, tcfg, tracker = seat.record, seat.cfg, seat.tracker
-    record["wall_s"] = round(wall_s, 3)
-    # which code ran which part of the job: the attempts its checkpoint carries, and this one
-    record["code_history"] = checkpoint.code_history(seat.resumed, checkpoint.code_of(record["provenance"]))
-    record["finished_at"] = utc_now()
-    record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
-    record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
-        "num_threads", record["fingerprint"]["num_threads"])
-    if record["status"] == "ok":
-        record["objective"] = objective(record, tcfg.objective)
-    if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
-        tracker.summary(_summary_metrics(record))
-        tracker.finish(failed)
-        record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
 
 
 def measurement_state(outcome: Any, info: dict[str, Any]) -> dict[str, Any]:
@@ -351,13 +346,10 @@ def objective(record: dict[str, Any], cfg: ObjectiveConfig) -> dict[str, Any]:
 
 
 def _provenance_columns(prov: dict[str, Any]) -> dict[str, Any]:
-    """Flat W&B config columns for the code's commit/dirty flag and the versions (filterable in tables)."""
-    code = prov["code"].get("rlsweep") or {}
-    columns = {"code.commit": code.get("commit"), "code.dirty": code.get("dirty")}
-    if "algorithm" in prov["code"]:
-        columns.update({"code.algorithm_commit": prov["code"]["algorithm"]["commit"],
-                        "code.algorithm_dirty": prov["code"]["algorithm"]["dirty"]})
-    return {**columns, **{f"versions.{k}": v for k, v in prov["versions"].items()}}
+    """Flat W&B config columns for the code's commit/dirty flags (as a checkpoint's history keeps them) and
+    the versions (filterable in tables)."""
+    return {**{f"code.{k}": v for k, v in checkpoint.code_of(prov).items()},
+            **{f"versions.{k}": v for k, v in prov["versions"].items()}}
 
 
 def _summary_metrics(record: dict[str, Any]) -> dict[str, Any]:

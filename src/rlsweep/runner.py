@@ -120,11 +120,12 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
 
 def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[IterationHook] | None = None,
                 checkpoint_path: Path | None = None, on_stop: Callable[[], None] | None = None,
-                until_warm: bool = False) -> list[TrainOutcome]:
+                until_warm: bool = False, found: checkpoint.Found | None = None) -> list[TrainOutcome]:
     """:func:`train` for each of ``seeds``, all of them together in this process (``seeds_per_job``).
 
     ``on_iteration`` has one hook per seed. One outcome per seed, in order: its episodes, evaluation
-    and failure are its own; the timings, compile and throughput are the group's.
+    and failure are its own; the timings, compile and throughput are the group's. ``found``: the
+    checkpoint at ``checkpoint_path`` as the job read it already (:func:`rlsweep.checkpoint.read`).
     """
     device = resolve_device(cfg.device)
     runs_before = _RUNS_IN_PROCESS[0]
@@ -144,7 +145,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             timer = PhaseTimer(device)
             algo = cls(cfg, envs, rt, timer)
             states = [LoopState() for _ in seeds]
-            payload = checkpoint.load(checkpoint_path, cfg) if checkpoint_path else None
+            payload = checkpoint.load(checkpoint_path, cfg, found) if checkpoint_path else None
             if payload is not None:
                 checkpoint.restore(payload, algo)
                 envs = algo.envs

@@ -269,62 +269,41 @@ def _internal_errors(run_dir: str | Path) -> list[str]:
     return out
 
 
+def init_run(run_id: str, run_root: str, *, concurrent: bool = False, save_code: bool | None = None,
+             **fields: Any) -> Any:
+    """``wandb.init`` of one of rlsweep's runs (a job's, the report's) with ``fields`` (mode, project, ...): under
+    ``run_root``, continued by its stable ``run_id``; ``concurrent``: open beside the process's other runs."""
+    import wandb
+
+    settings = wandb.Settings(console="off",  # the job's output stays in the job's log, not in W&B
+                              x_disable_stats=True,  # no sampling thread competing with the timed loop
+                              disable_git=True, save_code=save_code, silent=True)
+    # a job that trains several seeds (seeds_per_job) keeps one run per seed open at once
+    reinit = "create_new" if concurrent else "finish_previous"
+    return wandb.init(id=run_id, resume="allow", dir=run_root, reinit=reinit, settings=settings, **fields)
+
+
 class Tracker:
     """One W&B run for one job -- for one seed of a job that trains several -- (or nothing, in ``disabled`` mode).
 
-    ``cfg`` is resolved with :func:`resolved_logger`; the run is written under
-    ``output_dir`` unless the config or WANDB_DIR names another folder.
+    ``settings`` come from :func:`resolved_logger`; the run is written under ``output_dir`` unless
+    they name another folder. ``fields`` are :func:`init_run`'s: the run's name, group, job_type, tags, config.
     """
 
-    def __init__(
-        self,
-        cfg: LoggerConfig,
-        output_dir: Path,
-        *,
-        name: str,
-        group: str,
-        job_type: str,
-        tags: list[str],
-        config: dict[str, Any],
-        run_id: str,
-        concurrent: bool = False,
-    ) -> None:
+    def __init__(self, settings: WandbSettings, output_dir: Path, run_id: str, concurrent: bool = False,
+                 **fields: Any) -> None:
         self.errors: list[str] = []
         self.run: Any = None
         self.run_dir: str | None = None
         self.run_id = run_id
-        settings = resolved_logger(cfg)
         self.mode = settings.mode
         if self.mode == "disabled":
             return
         try:
-            import wandb
-
             # what the user chose, with any secret in it redacted (one scrub: one read of the secrets)
-            project, entity, group, name, tags, config = scrub(
-                [settings.project, settings.entity, group, name, list(tags), config])
-            self.run = wandb.init(
-                mode=self.mode,
-                project=project,
-                entity=entity,
-                group=group,
-                name=name,
-                tags=tags,
-                config=config,
-                job_type=job_type,
-                id=run_id,
-                resume="allow",
-                dir=settings.dir or str(output_dir),
-                # a job that trains several seeds (seeds_per_job) keeps one run per seed open at once
-                reinit="create_new" if concurrent else "finish_previous",
-                settings=wandb.Settings(
-                    console="off",  # the job's output stays in the job's log, not in W&B
-                    x_disable_stats=True,  # no sampling thread competing with the timed loop
-                    disable_git=True,
-                    save_code=False,
-                    silent=True,
-                ),
-            )
+            chosen = scrub({"project": settings.project, "entity": settings.entity, **fields})
+            self.run = init_run(run_id, settings.dir or str(output_dir), concurrent=concurrent, save_code=False,
+                                mode=self.mode, **chosen)
             self.run_dir = str(Path(self.run.dir).parent)
             # env steps are the x-axis of every logged metric (W&B's default is its own step counter)
             self.run.define_metric(ENV_STEPS_METRIC)

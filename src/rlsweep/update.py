@@ -71,11 +71,6 @@ class Update:
         self.step = step
         mods = dict(modules) if isinstance(modules, Mapping) else {str(i): m for i, m in enumerate(modules)}
         self.optimizers = tuple(optimizers.values() if isinstance(optimizers, Mapping) else optimizers)
-        for opt in self.optimizers:
-            if rt.is_cuda and "capturable" in opt.defaults:
-                # step counters on the device: no host sync per step, and a compiled step is one device graph
-                for group in opt.param_groups:
-                    group["capturable"] = True
         self.scaler = rt.grad_scaler()
         refusal = "float16's GradScaler" if self.scaler is not None else next(
             filter(None, map(single_graph_refusal, self.optimizers)), None)
@@ -103,6 +98,10 @@ class Update:
                                 f"of the modules given to rt.update ({', '.join(mods)}): hold each as an "
                                 f"nn.Parameter of one of them")
             self._names.append([names[id(p)] for p in params])
+            if rt.is_cuda and "capturable" in opt.defaults:
+                # step counters on the device: no host sync per step, and a compiled step is one device graph
+                for group in opt.param_groups:
+                    group["capturable"] = True
         #: per optimizer, what the single-graph step reads: the same objects every call, filled in place
         self._bound: list[Any] = [None] * len(self.optimizers)
         #: inside the vectorised step: one seed's (parameters and buffers by name, optimizer states)

@@ -18,7 +18,7 @@ from rlsweep.config import LoggerConfig
 from rlsweep.report.measurement import section
 from rlsweep.report.model import Job, Report, WandbTarget
 from rlsweep.report.render import cell_text, effects_table, summary_table
-from rlsweep.tracking import resolved_logger, run_group, stable_run_id
+from rlsweep.tracking import init_run, resolved_logger, run_group, stable_run_id
 
 WANDB_MODES = ("offline", "online")
 
@@ -84,16 +84,14 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
     try:
         import wandb
 
-        run = wandb.init(
+        # one report run per sweep: running the report again continues it instead of adding one
+        run = init_run(
+            stable_run_id(out_dir), target.dir or str(out_dir),
             mode=target.mode, project=target.project, entity=target.entity, group=target.group,
             job_type="report", name="report",
-            # one report run per sweep: running the report again continues it instead of adding one
-            id=stable_run_id(out_dir), resume="allow", dir=target.dir or str(out_dir),
             config={"sweep_dir": str(report.sweep_dir), "baseline": report.baseline_spec,
                     **{k: getattr(report, k) for k in ("varied_dims", "n_jobs", "expected_jobs", "n_bootstrap",
                                                        "bootstrap_seed")}},
-            reinit="finish_previous",
-            settings=wandb.Settings(console="off", x_disable_stats=True, disable_git=True, silent=True),
         )
         try:
             run_dir = Path(run.dir).parent
