@@ -183,10 +183,15 @@ def job_folders(root: Path) -> list[Path]:
     return out
 
 
+def section(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
+
+
 def job_num(folder: Path, record: dict[str, Any] | None = None) -> int | None:
     """The job's number in its sweep: the record's, else its folder's name when that is a number."""
-    job = (record or {}).get("job")
-    num = job.get("num") if isinstance(job, dict) else None
+    num = section(record or {}, "job").get("num")
     if isinstance(num, int) and not isinstance(num, bool):
         return num
     # isdigit alone takes "²" or "①", which int() refuses
@@ -217,7 +222,7 @@ def process_alive(pid: int) -> bool:
 def job_alive(record: dict[str, Any]) -> bool | None:
     """Whether the process that wrote ``record`` runs right now (this very process does not count); None
     when that process ran on another machine (or the record names none): it cannot be seen from here."""
-    job = record.get("job") if isinstance(record.get("job"), dict) else {}
+    job = section(record, "job")
     pid = job.get("pid")
     if not isinstance(pid, int) or job.get("hostname") != socket.gethostname():
         return None
@@ -255,8 +260,7 @@ def resume_decision(record: dict[str, Any] | None, config: Callable[[], dict[str
         return RUN
     if not resume:
         return NEEDS_RESUME
-    done = record.get("config") if isinstance(record.get("config"), dict) else {}
-    return KEEP if comparable_config(done) == comparable_config(config()) else OTHER_CONFIG
+    return KEEP if comparable_config(section(record, "config")) == comparable_config(config()) else OTHER_CONFIG
 
 
 def resume_refusal(decision: str, folder: Path, key: str) -> str | None:

@@ -37,6 +37,7 @@ from rlsweep.records import (
     read_checkpoint_header,
     read_json,
     read_record,
+    section,
     write_json_atomic,
 )
 
@@ -233,8 +234,7 @@ def _killed_for_memory(sweep_dir: Path, slurm_job_id: str) -> bool:
 
 def _this_submission(record: dict[str, Any], slurm: SlurmState) -> bool:
     """Whether the record was written by this Slurm job (not by an earlier submission of the sweep)."""
-    job = record.get("job") if isinstance(record.get("job"), dict) else {}
-    return str(job.get("slurm_job_id")) == slurm.job_id.split("_")[0]
+    return str(section(record, "job").get("slurm_job_id")) == slurm.job_id.split("_")[0]
 
 
 def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folder: Path | None,
@@ -243,8 +243,7 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
     job = JobStatus(num=num, overrides=overrides, state=PENDING, folder=str(folder) if folder else None,
                     slurm_job_id=slurm.job_id if slurm else slurm_job_id, slurm_state=slurm.state if slurm else None)
     status = (record or {}).get("status")
-    config = (record or {}).get("config") if isinstance((record or {}).get("config"), dict) else {}
-    total = config.get("total_env_steps")
+    total = section(record or {}, "config").get("total_env_steps")
     job.total_env_steps = total if isinstance(total, int) else None
     job.requeues = max(slurm.requeues if slurm else 0, int((record or {}).get("requeues") or 0))
     sstate = slurm.state if slurm else None
@@ -332,7 +331,7 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
             if expected:
                 notes.append(f"{folder}: job {num} is not in {source} (kept)")
         if jobs_by_num[num][1] is None and record:  # the record names its Slurm task
-            job = record.get("job") if isinstance(record.get("job"), dict) else {}
+            job = section(record, "job")
             if job.get("slurm_job_id") and job.get("slurm_array_index") is not None:
                 jobs_by_num[num] = (jobs_by_num[num][0], f"{job['slurm_job_id']}_{job['slurm_array_index']}")
     states = None

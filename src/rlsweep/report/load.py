@@ -22,8 +22,8 @@ from rlsweep.records import (
     job_num,
     last_line,
     multirun_sweep,
+    section,
 )
-from rlsweep.report.measurement import section
 from rlsweep.report.model import (
     STATUS_MISSING,
     TOGGLE_NAMES,

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from rlsweep.records import section
 from rlsweep.report.model import (
     DRIFT_MIN_PER_THIRD,
     DRIFT_REL,
@@ -35,12 +36,6 @@ def finite(value: Any) -> float | None:
 def positive_int(value: Any) -> int:
     """A positive int, or 0 for anything else (bools, floats, text, None)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def section(record: dict[str, Any], name: str) -> dict[str, Any]:
-    """A sub-dict of a record; {} when missing or null (failed jobs may lack it)."""
-    value = record.get(name)
-    return value if isinstance(value, dict) else {}
 
 
 def steady_rate(job: Job) -> float | None:

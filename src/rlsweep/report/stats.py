@@ -16,9 +16,9 @@ import numpy as np
 
 from rlsweep import prepare
 from rlsweep.bootstrap import interval, ratio_samples
-from rlsweep.records import STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK
+from rlsweep.records import STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, section
 from rlsweep.report import measurement
-from rlsweep.report.measurement import finite, positive_int, section
+from rlsweep.report.measurement import finite, positive_int
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
