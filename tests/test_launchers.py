@@ -12,8 +12,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class
 
 from rlsweep.config import register_configs
-from rlsweep.launchers import default_max_parallel, job_threads, seed_major_order, usable_cpus
+from rlsweep.launchers import default_max_parallel, job_threads, seed_major_order
 from rlsweep.records import read_result
+from rlsweep.toggles.backend import usable_cpus
 
 
 @pytest.mark.parametrize(("cpus", "threads", "expected"), [

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from helpers import read_wandb_run, run_train
 
-from rlsweep.launchers import usable_cpus
 from rlsweep.records import read_result
+from rlsweep.toggles.backend import usable_cpus
 
 FAST = ["experiment=smoke", "progress=false", "algo.update_epochs=2"]
 

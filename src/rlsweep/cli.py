@@ -110,15 +110,15 @@ def group_value_errors(args: list[str]) -> list[str]:
     stops on these with a traceback of its own, before rlsweep's checks run."""
     import dataclasses
 
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     from rlsweep.config import TrainConfig
+    from rlsweep.records import parse_overrides
     from rlsweep.toggles import text
 
     overrides = [a for a in args if "=" in a and not a.startswith("-")]
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
+        parsed = parse_overrides(overrides)
     except HydraException:
         return []  # a syntax error: Hydra's own message says where
     dirs = _config_dirs(args)

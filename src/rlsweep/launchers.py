@@ -8,26 +8,18 @@ launching process.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rlsweep.records import cell_key
+from rlsweep.toggles.backend import default_num_threads
 
 THREADS_KEY = "backend.num_threads"
 SEED_KEY = "seed"
 SEEDS_PER_JOB_KEY = "seeds_per_job"
 #: seconds between two looks at the running local processes (a job lasts seconds at the very least)
 POLL_S = 0.2
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask; taskset, cgroups and Slurm restrict it)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def max_parallel_error(value: object) -> str | None:
@@ -57,8 +49,6 @@ def _override_values(overrides: Sequence[str], key: str) -> list[str]:
 def job_threads(overrides: Sequence[str], base_threads: Any, environ: Mapping[str, str]) -> int:
     """The intra-op threads a job with these sweep ``overrides`` will use, given ``backend.num_threads`` of
     the sweep's config (``base_threads``) and the environment the job will run in (``environ``)."""
-    from rlsweep.toggles.backend import default_num_threads
-
     given = _override_values(overrides, THREADS_KEY)
     value: Any = given[-1] if given else base_threads
     if isinstance(value, str):

@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlsweep.launchers import usable_cpus
+from rlsweep.toggles.backend import usable_cpus
 
 if TYPE_CHECKING:
     import torch

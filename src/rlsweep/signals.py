@@ -61,9 +61,9 @@ class StopSignals:
             return  # signals can only be handled in the main thread
         for sig in stop_signals():
             self._previous[sig] = signal.signal(sig, self._handler)
-        if _PENDING:  # asked to stop before this loop ran: stop at its first iteration boundary
-            self.signum = _PENDING[0]
-            self._seen.update(_PENDING)
+        if _EARLY.signum is not None:  # asked to stop before this loop ran: stop at its first iteration boundary
+            self.signum = _EARLY.signum
+            self._seen |= _EARLY._seen
 
     def uninstall(self) -> None:
         for sig, prev in self._previous.items():
@@ -83,13 +83,7 @@ class StopSignals:
 
 #: stop signals a local submitit job received before its training loop took over: the loop stops
 #: at its first iteration boundary (a signal is process-wide state, so this is too)
-_PENDING: list[int] = []
-
-
-def _remember(signum: int, frame: FrameType | None) -> None:
-    if signum == signal.SIGINT and signum in _PENDING:
-        raise KeyboardInterrupt  # second Ctrl-C: stop now
-    _PENDING.append(signum)
+_EARLY = StopSignals()
 
 
 def stop_before_training(stop_marker: Path) -> None:
@@ -99,15 +93,15 @@ def stop_before_training(stop_marker: Path) -> None:
     A job of a sweep whose launcher wrote ``stop_marker`` before signalling counts as stopped by SIGTERM.
     """
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _remember)
-        signal.signal(signal.SIGTERM, _remember)
-    if stop_marker.exists() and not _PENDING:
-        _PENDING.append(signal.SIGTERM)
+        signal.signal(signal.SIGINT, _EARLY._handler)
+        signal.signal(signal.SIGTERM, _EARLY._handler)
+    if stop_marker.exists() and _EARLY.signum is None:
+        _EARLY._handler(signal.SIGTERM, None)
 
 
 def stop_requested() -> int | None:
     """The first stop signal this process got before its training loop ran (see :func:`stop_before_training`)."""
-    return _PENDING[0] if _PENDING else None
+    return _EARLY.signum
 
 
 @functools.cache  # once per process

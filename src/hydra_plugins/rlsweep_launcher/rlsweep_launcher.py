@@ -177,7 +177,8 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
 
     def _limit(self, job_overrides: list[list[str]]) -> tuple[int, str]:
         """How many jobs may run at once, and why."""
-        from rlsweep.launchers import THREADS_KEY, default_max_parallel, job_threads, max_parallel_error, usable_cpus
+        from rlsweep.launchers import THREADS_KEY, default_max_parallel, job_threads, max_parallel_error
+        from rlsweep.toggles.backend import usable_cpus
 
         if self.max_parallel is not None:
             if error := max_parallel_error(self.max_parallel):

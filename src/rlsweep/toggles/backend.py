@@ -32,6 +32,14 @@ class BackendConfig:
     channels_last: bool = False  # conv models in NHWC memory format: a toggle of its own (toggles/channels_last.py)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; taskset, cgroups and Slurm restrict it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def default_num_threads(environ: Mapping[str, str] | None = None) -> int:
     """The CPUs this job was given (read from ``environ``, default: this process's environment).
 
@@ -44,10 +52,7 @@ def default_num_threads(environ: Mapping[str, str] | None = None) -> int:
             return max(1, int(env[var]))
     if env.get("SUBMITIT_EXECUTOR") == "local":
         return 1
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 class BackendToggle(Toggle):
