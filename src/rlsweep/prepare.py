@@ -130,18 +130,13 @@ def merge_cache(source: Path, target: Path) -> int:
 def warm_wandb(cfg: TrainConfig) -> None:
     """Start W&B's helper process with an offline run in a scratch folder, then delete it: the first
     ``wandb.init`` of a process costs more than later ones, which the basic launcher's first job would carry."""
-    from rlsweep.tracking import resolved_logger
+    from rlsweep.tracking import init_run, resolved_logger
 
     if resolved_logger(cfg.logger).mode == "disabled":
         return
     scratch = tempfile.mkdtemp(prefix="rlsweep-wandb-warm-")
-    try:
-        import wandb
-
-        run = wandb.init(mode="offline", dir=scratch, project="rlsweep-warm-up", reinit="finish_previous",
-                         settings=wandb.Settings(console="off", x_disable_stats=True, disable_git=True,
-                                                 save_code=False, silent=True))
-        run.finish()
+    try:  # through the jobs' own start, so that the warm-up is the same call
+        init_run(uuid.uuid4().hex, scratch, save_code=False, mode="offline", project="rlsweep-warm-up").finish()
     except Exception as exc:  # noqa: BLE001 - the jobs log (or say why not) on their own
         log.warning("warming W&B up failed: %s", exc)
     finally:

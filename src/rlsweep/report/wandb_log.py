@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.config import LoggerConfig
-from rlsweep.report.measurement import section
+from rlsweep.records import section
 from rlsweep.report.model import Job, Report, WandbTarget
 from rlsweep.report.render import cell_text, effects_table, summary_table
 from rlsweep.tracking import init_run, resolved_logger, run_group, stable_run_id
