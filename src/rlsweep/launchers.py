@@ -102,13 +102,14 @@ def run_limited(order: Iterable[int], limit: int, submit: Callable[[int], Any], 
     ``result(i, job)`` by ``i``. A Ctrl-C: ``stop(the running jobs, the indices not started)``, then raised on."""
     pending = list(order)
     jobs: dict[int, Any] = {}
+    running: list[Any] = []
     try:
         while pending:
-            running = sum(not job.done() for job in jobs.values())
-            while pending and running < limit:
+            running = [job for job in running if not job.done()]  # only these are asked: a sweep may have hundreds
+            while pending and len(running) < limit:
                 i = pending.pop(0)
                 jobs[i] = submit(i)
-                running += 1
+                running.append(jobs[i])
             if pending:
                 time.sleep(POLL_S)
         return {i: result(i, job) for i, job in jobs.items()}
