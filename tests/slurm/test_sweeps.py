@@ -22,10 +22,17 @@ SMOKE = ["experiment=smoke", "progress=false", "algo.update_epochs=2", "hydra/la
          "hydra.launcher.timeout_min=10"]
 
 
-def sacct_states(job_id: str) -> dict[str, str]:
-    out = subprocess.run(["sacct", "-j", job_id, "-n", "-X", "-P", "-o", "JobID,State"], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
-    return dict(line.split("|", 1) for line in out.split())
+def sacct_states(job_id: str, tasks: int) -> dict[str, str]:
+    """The array's tasks as accounting records them, once all `tasks` are there: slurmctld hands a finished
+    task to slurmdbd asynchronously, so sacct can lag the records the jobs wrote by a few seconds."""
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(["sacct", "-j", job_id, "-n", "-X", "-P", "-o", "JobID,State"], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+        states = dict(line.split("|", 1) for line in out.splitlines() if line.startswith(f"{job_id}_"))
+        if len(states) >= tasks or time.monotonic() > deadline:
+            return states
+        time.sleep(1)
 
 
 def test_the_cards_command_runs_on_slurm(slurm_cluster, tmp_path: Path) -> None:
@@ -45,7 +52,7 @@ def test_the_cards_command_runs_on_slurm(slurm_cluster, tmp_path: Path) -> None:
         config = read_wandb_run(r["logging"]["wandb_run_dir"])["config"]
         assert config["job.slurm_job_id"] == job_id
         assert config["job.slurm_array_index"] == r["job"]["slurm_array_index"]
-    states = sacct_states(job_id)
+    states = sacct_states(job_id, tasks=2)
     assert {f"{job_id}_0", f"{job_id}_1"} <= set(states)
     assert all(states[f"{job_id}_{i}"] == "COMPLETED" for i in (0, 1))
     # intra-op threads follow the CPUs Slurm gave the job (1 each: no cpus_per_task asked)
@@ -210,7 +217,7 @@ def test_seeds_per_job_groups_a_cells_seeds_into_one_slurm_task(slurm_cluster, t
     assert records[0]["job"]["slurm_array_index"] == records[1]["job"]["slurm_array_index"]
     assert records[0]["job"]["slurm_array_index"] != records[2]["job"]["slurm_array_index"]
     (job_id,) = {r["job"]["slurm_job_id"] for r in records}
-    assert len([k for k in sacct_states(job_id) if k.startswith(f"{job_id}_")]) == 2
+    assert len(sacct_states(job_id, tasks=2)) == 2
     status = subprocess.run([sys.executable, "-m", "sweeps.status", str(sweep)], cwd=ROOT, capture_output=True,
                             text=True, timeout=120)
     assert status.returncode == 0 and "3 ok" in status.stdout, status.stdout + status.stderr
