@@ -315,3 +315,45 @@ def test_a_group_resumed_from_its_checkpoint_says_so_in_every_seeds_record(tmp_p
         record = json.loads((sweep / str(n) / "result.json").read_text())
         assert record["checkpoint_rejected"] is None and record["requeues"] == 1, record["checkpoint_rejected"]
         assert record["resumed_from"]["env_steps"] == record["resumed_at_env_steps"][0] > 0
+
+
+def test_one_seeds_record_failing_to_write_does_not_lose_the_next_seeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under the first seed's folder: the second seed's record is still written and both W&B
+    runs finished; the job then fails with the first seed's error."""
+    from rlsweep import checkpoint, job
+
+    finished: list[int] = []
+
+    class StartedRun:
+        run_dir, errors = None, []
+
+        def __init__(self, seed: int) -> None:
+            self.seed = seed
+
+        def summary(self, values: dict) -> None:
+            pass
+
+        def finish(self, failed: bool) -> None:
+            finished.append(self.seed)
+
+    real_write = job.write_result
+
+    def write(out_dir: Path, record: dict) -> None:
+        if out_dir == tmp_path / "0":
+            raise OSError(28, "No space left on device")
+        real_write(out_dir, record)
+
+    monkeypatch.setattr(job, "write_result", write)
+    cfg, ckpt = tiny_cfg("ppo"), tmp_path / "checkpoint.pt"
+    seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
+                                                             "sweep_dir": None, "overrides": []}, {})
+             for seed in (0, 1)]
+    for seat in seats:
+        seat.record = {**job._first_record(seat, ckpt, checkpoint.Found()), "status": "failed"}
+        seat.tracker = StartedRun(seat.cfg.seed)
+    with pytest.raises(OSError, match="No space left"):
+        job._write_records(seats, 0, True, 1.0, [])
+    assert finished == [0, 1]
+    assert not (tmp_path / "0" / "result.json").exists()
+    assert json.loads((tmp_path / "1" / "result.json").read_text())["group"]["seeds"] == [0, 1]

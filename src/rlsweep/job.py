@@ -224,27 +224,40 @@ def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found) -> None:
 
 
 def _write_records(todo: list[_Seat], leader: int | None, failed: bool, wall_s: float, secrets: list[str]) -> None:
-    """Complete and write every trained seed's record, however the job ended, and finish its W&B run; a seed
-    trained beside others is charged its share of the process's time, so a cell's seeds cost the same grouped or not."""
+    """Complete and write every trained seed's record, however the job ended, and finish its W&B run. One
+    seed's record failing to complete or write (a full disk) does not cost the others theirs: the first
+    error is raised once every seed has had its turn."""
+    errors = []
     for seat in todo:
-        record, tcfg, tracker = seat.record, seat.cfg, seat.tracker
-        record["wall_s"] = round(wall_s / len(todo), 3)
-        # which code ran which part of the job: the attempts its checkpoint carries, and this one
-        record["code_history"] = checkpoint.code_history(seat.resumed, checkpoint.code_of(record["provenance"]))
-        record["finished_at"] = utc_now()
-        record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
-        record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
-            "num_threads", record["fingerprint"]["num_threads"])
-        if record["status"] == "ok":
-            record["objective"] = objective(record, tcfg.objective)
-        if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
-            tracker.summary(_summary_metrics(record))
-            tracker.finish(failed or record["status"] != "ok")
-            record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
-        if len(todo) > 1:
-            record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
-                               "leader": leader, "wall_s": round(wall_s, 3)}
-        write_result(seat.out_dir, scrub(record, secrets))
+        try:
+            _complete(seat, todo, leader, failed, wall_s)
+            write_result(seat.out_dir, scrub(seat.record, secrets))
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+def _complete(seat: _Seat, todo: list[_Seat], leader: int | None, failed: bool, wall_s: float) -> None:
+    """Fill in what a record knows only at the end; a seed trained beside others is charged its share of
+    the process's time, so a cell's seeds cost the same grouped or not."""
+    record, tcfg, tracker = seat.record, seat.cfg, seat.tracker
+    record["wall_s"] = round(wall_s / len(todo), 3)
+    # which code ran which part of the job: the attempts its checkpoint carries, and this one
+    record["code_history"] = checkpoint.code_history(seat.resumed, checkpoint.code_of(record["provenance"]))
+    record["finished_at"] = utc_now()
+    record["fingerprint"] = fingerprint(resolve_device(tcfg.device))
+    record["fingerprint"]["num_threads"] = (record.get("toggles") or {}).get("backend", {}).get("value", {}).get(
+        "num_threads", record["fingerprint"]["num_threads"])
+    if record["status"] == "ok":
+        record["objective"] = objective(record, tcfg.objective)
+    if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
+        tracker.summary(_summary_metrics(record))
+        tracker.finish(failed or record["status"] != "ok")
+        record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
+    if len(todo) > 1:
+        record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
+                           "leader": leader, "wall_s": round(wall_s, 3)}
 
 
 def _write_refused(seats: list[_Seat], error: str) -> None:
