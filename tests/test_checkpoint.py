@@ -229,3 +229,29 @@ def test_a_corrupted_checkpoint_is_rejected_by_the_command_and_the_record_says_s
     assert record["resumed_from"] is None and record["requeues"] == 0  # from scratch
     assert [h["attempt"] for h in record["code_history"]] == [0]
     assert "not used: corrupted" in (out / "train.log").read_text()  # said in the job's log too
+
+
+def test_a_resumed_job_does_not_hold_its_checkpoint_through_the_training(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay buffer is restored by copy: the checkpoint's own arrays are freed before training goes on,
+    not held beside it (an Atari DQN's buffer would take twice its memory after every resume)."""
+    import gc
+    import weakref
+
+    cfg, path = tiny_cfg("dqn", "total_env_steps=512"), tmp_path / CHECKPOINT_FILE
+    with pytest.raises(Interrupted):
+        train(cfg, on_iteration=_interrupt_at(4), checkpoint_path=path)
+    restored, alive = [], []
+    real_restore = checkpoint.restore
+
+    def restore(payload: dict, algo: object) -> None:
+        restored.append(weakref.ref(payload["algo_extra"]["buffer"]["obs"]))
+        real_restore(payload, algo)
+
+    def on_iteration(row: dict, env_steps: int) -> None:
+        gc.collect()
+        alive.append(restored[0]() is not None)
+
+    monkeypatch.setattr(checkpoint, "restore", restore)
+    train(cfg, on_iteration=on_iteration, checkpoint_path=path)
+    assert restored and alive and not any(alive)

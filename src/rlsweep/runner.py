@@ -155,6 +155,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
                     st.requeues += 1
                     st.resumed_at_env_steps.append(algo.env_steps)
                 log.info("resumed from %s at %d env steps", checkpoint_path, algo.env_steps)
+            del payload  # restored by copy: its arrays (a replay buffer's) are not held through the training
             stop.install()
             log.info("training %s on %s: %d env steps%s, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
                      f" for each of {len(seeds)} seeds together" if len(seeds) > 1 else "", device)
