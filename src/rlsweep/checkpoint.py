@@ -29,7 +29,6 @@ from rlsweep.config import TrainConfig
 from rlsweep.records import (
     CHECKPOINT_MAGIC,
     checkpoint_head,
-    read_checkpoint_header,
     split_checkpoint,
     write_bytes_atomic,
 )
@@ -89,20 +88,17 @@ def code_of(prov: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def attempt_segment(attempt: int, from_env_steps: int, code: dict[str, Any]) -> dict[str, Any]:
-    """One attempt of a job in a checkpoint's (and a record's) ``history``: from where, on which code."""
-    return {"attempt": attempt, "from_env_steps": from_env_steps, **code}
-
-
 def code_history(header: dict[str, Any] | None, code: dict[str, Any]) -> list[dict[str, Any]]:
-    """The attempts of a job that resumes from ``header`` (None: starts afresh) and runs on ``code``."""
-    if header is None:
-        return [attempt_segment(0, 0, code)]
-    return [*header.get("history", []), attempt_segment(header["attempt"] + 1, header["env_steps"], code)]
+    """The attempts of a job that resumes from ``header`` (None: starts afresh) and runs on ``code``, each
+    as a checkpoint's (and a record's) ``history`` lists it: from where, on which code."""
+    attempt, start = (0, 0) if header is None else (header["attempt"] + 1, header["env_steps"])
+    return [*(header or {}).get("history", []), {"attempt": attempt, "from_env_steps": start, **code}]
 
 
-def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) -> None:
-    """Write the checkpoint of ``algo`` and the runner's counters to ``path``, atomically.
+def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any],
+         resumed: dict[str, Any] | None = None) -> None:
+    """Write the checkpoint of ``algo`` and the runner's counters to ``path``, atomically; ``resumed``:
+    the header of the checkpoint this attempt of the job resumed from (None: it started afresh).
 
     Raises:
         CheckpointWriteError: the file could not be written (no space left, say); ``path`` still
@@ -130,19 +126,14 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any]) 
     buf = io.BytesIO()
     torch.save(payload, buf)
     body = buf.getvalue()
-    # this attempt's place among the job's attempts: the runner counts resumes in ``requeues``
-    attempt = int(runner_state.get("requeues", 0))
-    resumed_at = runner_state.get("resumed_at_env_steps") or [0]
-    previous = read_checkpoint_header(path)
-    history = previous.get("history", []) if previous and previous.get("config_digest") == digest else []
-    history = [h for h in history if h.get("attempt", 0) < attempt]
-    history.append(attempt_segment(attempt, int(resumed_at[-1]) if attempt else 0, code_state(type(algo))))
+    # this attempt's place among the job's attempts: after those of the checkpoint it resumed from
+    history = code_history(resumed, code_state(type(algo)))
     header = {
         "sha256": hashlib.sha256(body).hexdigest(),
         "bytes": len(body),
         "config_digest": digest,
         "env_steps": int(algo.env_steps),
-        "attempt": attempt,
+        "attempt": history[-1]["attempt"],
         "written_at": utc_now("seconds"),
         "code": history[-1],
         "history": history,

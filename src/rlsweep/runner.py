@@ -145,6 +145,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             timer = PhaseTimer(device)
             algo = cls(cfg, envs, rt, timer)
             states = [LoopState() for _ in seeds]
+            found = (found or checkpoint.read(checkpoint_path, cfg)) if checkpoint_path else checkpoint.Found()
             payload = checkpoint.load(checkpoint_path, cfg, found) if checkpoint_path else None
             if payload is not None:
                 checkpoint.restore(payload, algo)
@@ -160,7 +161,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             log.info("training %s on %s: %d env steps%s, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
                      f" for each of {len(seeds)} seeds together" if len(seeds) > 1 else "", device)
             outcomes = _loop(cfg, algo, timer, states, compile_stats, on_iteration, stop, checkpoint_path, on_stop,
-                             until_warm)
+                             until_warm, found.header)
             compile_summary = compile_stats.summary(cfg.compile.mode)
             compile_summary["compile_s"] = round(compile_summary["compile_s"] + states[0].compile_s_before, 6)
             for k, outcome in enumerate(outcomes):
@@ -186,7 +187,8 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
 
 def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[LoopState], compile_stats: CompileStats,
           on_iteration: Sequence[IterationHook] | None, stop: StopSignals, checkpoint_path: Path | None,
-          on_stop: Callable[[], None] | None = None, until_warm: bool = False) -> list[TrainOutcome]:
+          on_stop: Callable[[], None] | None = None, until_warm: bool = False,
+          resumed: dict[str, Any] | None = None) -> list[TrainOutcome]:
     from tqdm import tqdm
 
     iterations = algo.num_iterations(cfg.total_env_steps)
@@ -210,7 +212,7 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
         if len(states) > 1:
             runner_state["per_seed"] = [{**asdict(st), "compile_s_before": runner_state["compile_s_before"]}
                                         for st in states]
-        checkpoint.save(checkpoint_path, cfg, algo, runner_state)
+        checkpoint.save(checkpoint_path, cfg, algo, runner_state, resumed)
 
     skip_guards = cfg.compile.skip_guards_after_warmup and cfg.compile.mode != "none"
     stance = contextlib.ExitStack()  # the compiler stance of the steady iterations, left with the loop
