@@ -326,7 +326,8 @@ def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
         # nested, as W&B shows and filters it (algo.lr, toggle.compile, code.commit, versions.torch)
         config=nest({**columns, **{f"toggle.{k}": v for k, v in toggles.values(tcfg).items()},
                      **{f"job.{k}": info[k] for k in ("launcher", "num", "slurm_job_id", "slurm_array_index")},
-                     **_provenance_columns(seat.record["provenance"])}),
+                     **{f"code.{k}": v for k, v in checkpoint.code_of(seat.record["provenance"]).items()},
+                     **{f"versions.{k}": v for k, v in seat.record["provenance"]["versions"].items()}}),
     )
 
 
@@ -356,13 +357,6 @@ def objective(record: dict[str, Any], cfg: ObjectiveConfig) -> dict[str, Any]:
     if cfg.min_return is not None and (final_return is None or final_return < cfg.min_return):
         value, reason = None, f"final return {final_return} is below objective.min_return={cfg.min_return}"
     return {"metric": cfg.metric, "value": None if value is None else float(value), "reason": reason}
-
-
-def _provenance_columns(prov: dict[str, Any]) -> dict[str, Any]:
-    """Flat W&B config columns for the code's commit/dirty flags (as a checkpoint's history keeps them) and
-    the versions (filterable in tables)."""
-    return {**{f"code.{k}": v for k, v in checkpoint.code_of(prov).items()},
-            **{f"versions.{k}": v for k, v in prov["versions"].items()}}
 
 
 def _summary_metrics(record: dict[str, Any]) -> dict[str, Any]:
