@@ -274,14 +274,11 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
 
 def mark_killed_jobs(sweep: Path) -> None:
     """Turn the ``running`` records of this machine's jobs whose process is gone into ``failed`` ones that say so."""
-    import socket
-
     for folder, record in _running_records(sweep):
-        job = record.get("job") or {}
-        if job.get("hostname") != socket.gethostname() or job_alive(record):
+        if job_alive(record) is not False:  # alive, or on another machine: not seen from here
             continue
         record.pop("schema_version", None)
         record.update(status=STATUS_FAILED, error=(
-            f"killed: the job's process (pid {job.get('pid')}) ended without writing a result -- a signal such "
+            f"killed: the job's process (pid {record['job']['pid']}) ended without writing a result -- a signal such "
             f"as SIGKILL, out of memory, or a crash of the interpreter; its log: {folder / 'train.log'}"))
         write_result(folder, record)
