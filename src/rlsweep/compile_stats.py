@@ -267,11 +267,9 @@ class CompileStats:
     def install(self) -> None:
         if not self._installed:
             import torch._dynamo
-            from torch._dynamo.utils import get_compilation_metrics
             from torch._inductor.cudagraph_utils import cudagraphs_log
 
-            metrics = get_compilation_metrics()
-            self._last_metrics = metrics[-1] if metrics else None  # earlier records are not ours
+            self._harvest_metrics()  # read past the earlier records: no frame of a wrapped function is among them
             _count_cpp_builds()
             self._cache_at_install = _cache_counts()  # the counters are per process: count this job's
             torch._dynamo.callback_handler.register_start_callback(self._on_start)

@@ -8,13 +8,13 @@ from typing import Any
 
 from rlsweep.records import jsonable
 from rlsweep.report.overrides import norm_value
-from rlsweep.toggles import TOGGLES, baseline
+from rlsweep.toggles import TOGGLES
 
 SCHEMA_VERSION = 1
 PHASES = ("env_step", "act", "h2d", "d2h", "update")
 TOGGLE_NAMES = tuple(t.name for t in TOGGLES)
-#: every toggle off, as the report compares values (``"false"``, ``"none"``)
-DEFAULT_BASELINE: dict[str, str] = {dim: norm_value(off) for dim, off in baseline().items()}
+#: every toggle off (:meth:`Toggle.baseline`), as the report compares values (``"false"``, ``"none"``)
+DEFAULT_BASELINE: dict[str, str] = {dim: norm_value(off) for t in TOGGLES for dim, off in t.baseline().items()}
 #: a toggle's values in the order it lists them (the fallback baseline is the first one present)
 TOGGLE_VALUE_ORDER: dict[str, tuple[str, ...]] = {
     t.name: tuple(norm_value(v) for v in t.values) for t in TOGGLES if t.values is not None}

@@ -40,10 +40,9 @@ def config_key(dim: str) -> str:
     return {"algo": "algo.name", "env_id": "env.id"}.get(dim) or (f"toggle.{dim}" if is_toggle_dim(dim) else dim)
 
 
-def build_workspace(report: Report, entity: str | None = None) -> Any:
-    """The sweep's W&B workspace (a ``wandb_workspaces.workspaces.Workspace``) in the jobs' W&B project,
-    of their group (``report.wandb``; ValueError when the jobs did not log to W&B). ``entity`` is used when
-    ``report.wandb.entity`` is None (the account's default); with neither, the definition's is left empty."""
+def build_workspace(report: Report) -> Any:
+    """The sweep's W&B workspace (a ``wandb_workspaces.workspaces.Workspace``) in the jobs' W&B project, entity
+    (empty: the account's default) and group (``report.wandb``; ValueError when the jobs did not log to W&B)."""
     import wandb_workspaces.reports.v2 as wr
     import wandb_workspaces.workspaces as ws
 
@@ -90,7 +89,7 @@ def build_workspace(report: Report, entity: str | None = None) -> Any:
         ]),
     ]
     return ws.Workspace(
-        entity=target.entity or entity or "",
+        entity=target.entity or "",
         project=target.project or "",
         name=f"rlsweep {target.group}",
         sections=sections,
@@ -131,10 +130,10 @@ def save_workspace(workspace: Any) -> str:
     return str(workspace.save().url)
 
 
-def publish_workspace(report: Report, out_dir: Path, save: bool | None = None) -> tuple[Path | None, str | None]:
-    """Write ``<out_dir>/wandb_workspace.json`` (nothing when the jobs did not log to W&B) and, with
-    ``save`` (None: when the jobs logged online), save it to W&B too; return the definition's path and the
-    saved workspace's URL, each None when not written or not saved.
+def publish_workspace(report: Report, out_dir: Path) -> tuple[Path | None, str | None]:
+    """Write ``<out_dir>/wandb_workspace.json`` (nothing when the jobs did not log to W&B) and, when they
+    logged online, save it to W&B too; return the definition's path and the saved workspace's URL, each
+    None when not written or not saved.
 
     Never raises: a failure becomes one warning line on stderr (the report's files are written).
     """
@@ -145,7 +144,7 @@ def publish_workspace(report: Report, out_dir: Path, save: bool | None = None) -
         workspace = build_workspace(report)
         path = Path(out_dir) / WORKSPACE_FILE
         write_bytes_atomic(path, workspace_json(workspace).encode())
-        if save if save is not None else report.wandb.mode == "online":
+        if report.wandb.mode == "online":
             return path, save_workspace(workspace)
     except Exception as exc:  # noqa: BLE001 - the report's files are written either way
         reason = (str(exc).strip().splitlines() or [""])[0]

@@ -39,7 +39,7 @@ def _discover() -> tuple[type[Toggle], ...]:
 
 TOGGLES: tuple[type[Toggle], ...] = _discover()
 
-__all__ = ["TOGGLES", "Toggle", "ToggleState", "applied_toggles", "baseline", "run_name_fragments", "tags",
+__all__ = ["TOGGLES", "Toggle", "ToggleState", "applied_toggles", "run_name_fragments", "tags",
            "text", "values"]
 
 
@@ -62,11 +62,6 @@ def run_name_fragments(cfg: TrainConfig) -> list[str]:
 def tags(cfg: TrainConfig) -> list[str]:
     """W&B tags of every toggle's value (``twin_modules=true``)."""
     return [tag for toggle, value in _each(cfg) for tag in toggle.tags(value)]
-
-
-def baseline() -> dict[str, Any]:
-    """The report's default baseline: every toggle off."""
-    return {k: v for t in TOGGLES for k, v in t.baseline().items()}
 
 
 @contextlib.contextmanager
