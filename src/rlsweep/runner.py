@@ -160,8 +160,9 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             stop.install()
             log.info("training %s on %s: %d env steps%s, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
                      f" for each of {len(seeds)} seeds together" if len(seeds) > 1 else "", device)
-            outcomes = _loop(cfg, algo, timer, states, compile_stats, on_iteration, stop, checkpoint_path, on_stop,
-                             until_warm, found.header)
+            save = functools.partial(_save_checkpoint, checkpoint_path, cfg, algo, states, compile_stats,
+                                     found.header) if checkpoint_path else None
+            outcomes = _loop(cfg, algo, timer, states, compile_stats, on_iteration, stop, save, on_stop, until_warm)
             compile_summary = compile_stats.summary(cfg.compile.mode)
             compile_summary["compile_s"] = round(compile_summary["compile_s"] + states[0].compile_s_before, 6)
             for k, outcome in enumerate(outcomes):
@@ -186,9 +187,8 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
 
 
 def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[LoopState], compile_stats: CompileStats,
-          on_iteration: Sequence[IterationHook] | None, stop: StopSignals, checkpoint_path: Path | None,
-          on_stop: Callable[[], None] | None = None, until_warm: bool = False,
-          resumed: dict[str, Any] | None = None) -> list[TrainOutcome]:
+          on_iteration: Sequence[IterationHook] | None, stop: StopSignals, save: Callable[[float], None] | None,
+          on_stop: Callable[[], None] | None = None, until_warm: bool = False) -> list[TrainOutcome]:
     from tqdm import tqdm
 
     iterations = algo.num_iterations(cfg.total_env_steps)
@@ -202,17 +202,6 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
                disable=None if cfg.progress is None else not cfg.progress, leave=False,
                desc=f"{cfg.algo.name} {cfg.env.id}", mininterval=1.0)
     n_episodes = len(algo.episodes)
-
-    def save_checkpoint() -> None:
-        assert checkpoint_path is not None
-        for st in states:
-            st.wall_offset_s = time.perf_counter() - start
-        runner_state = asdict(s)
-        runner_state["compile_s_before"] = s.compile_s_before + compile_stats.total_compile_s()
-        if len(states) > 1:
-            runner_state["per_seed"] = [{**asdict(st), "compile_s_before": runner_state["compile_s_before"]}
-                                        for st in states]
-        checkpoint.save(checkpoint_path, cfg, algo, runner_state, resumed)
 
     skip_guards = cfg.compile.skip_guards_after_warmup and cfg.compile.mode != "none"
     stance = contextlib.ExitStack()  # the compiler stance of the steady iterations, left with the loop
@@ -253,19 +242,33 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
             bar.update(steps_per_iter)
             if new_eps:
                 bar.set_postfix(ret=f"{np.mean([e[0] for e in new_eps]):.1f}", refresh=False)
-            if checkpoint_path is not None and s.iteration < iterations:
+            if save is not None and s.iteration < iterations:
                 if stop.signum is not None:
-                    save_checkpoint()
+                    save(time.perf_counter() - start)
                     if on_stop is not None:
                         on_stop()
                     stop.act()  # requeues (submitit) or raises Interrupted
                 if cfg.checkpoint_interval_s > 0 and time.perf_counter() - last_checkpoint >= cfg.checkpoint_interval_s:
-                    save_checkpoint()
+                    save(time.perf_counter() - start)
                     last_checkpoint = time.perf_counter()
     finally:
         stance.close()
         bar.close()
     return [_outcome(st, timer, algo, iterations, warmup, until_warm) for st in states]
+
+
+def _save_checkpoint(path: Path, cfg: TrainConfig, algo: Algorithm, states: list[LoopState],
+                     compile_stats: CompileStats, resumed: dict[str, Any] | None, wall_s: float) -> None:
+    """Checkpoint the job with each seed's loop state, ``wall_s`` into this attempt; ``resumed``: the header
+    of the checkpoint the attempt resumed from (:func:`rlsweep.checkpoint.save`)."""
+    for st in states:
+        st.wall_offset_s = wall_s
+    runner_state = asdict(states[0])
+    runner_state["compile_s_before"] = states[0].compile_s_before + compile_stats.total_compile_s()
+    if len(states) > 1:
+        runner_state["per_seed"] = [{**asdict(st), "compile_s_before": runner_state["compile_s_before"]}
+                                    for st in states]
+    checkpoint.save(path, cfg, algo, runner_state, resumed)
 
 
 def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per_iter: int, updates: int,
