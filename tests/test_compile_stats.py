@@ -204,3 +204,16 @@ def test_cudagraph_skip_messages_are_kept_as_reasons() -> None:
     assert reasons == [{"reason": "skipping cudagraphs due to mutated inputs (2 instances)", "count": 1}]
     run()  # uninstalled: no longer listening
     assert stats.functions["update"].cudagraph_skip_reasons[("skipping cudagraphs due to mutated inputs (2 instances)",)]["count"] == 1
+
+
+def test_a_compile_outside_every_wrapped_function_is_not_credited_to_the_last_one_called() -> None:
+    """A compile of code rlsweep does not wrap (a plugin's own torch.compile), after a wrapped call has
+    returned, is counted under ``<other>``, not under the function that ran last."""
+    stats = CompileStats()
+    update = stats.wrap(torch.compile(lambda x: x + 1, backend="eager", dynamic=False), "update")
+    update(torch.ones(3))
+    torch.compile(lambda x: x * 3, backend="eager", dynamic=False)(torch.ones(3))
+    functions = stats.summary("default")["per_function"]
+    stats.uninstall()
+    assert functions["update"]["compilations"] == 1
+    assert functions["<other>"]["compilations"] == 1

@@ -304,11 +304,14 @@ class CompileStats:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             events, skips = self.events, _counters()["inductor"]["cudagraph_skips"] if cudagraphs else 0
-            self._current = name
+            outer, self._current = self._current, name
             t0 = time.perf_counter()
-            while pending:
-                pending.pop()()
-            out = compiled(*args, **kwargs)
+            try:
+                while pending:
+                    pending.pop()()
+                out = compiled(*args, **kwargs)
+            finally:  # a compile after this call (code rlsweep does not wrap) is not this function's
+                self._current = outer
             if self.events != events:
                 stats.compile_s += time.perf_counter() - t0
             if cudagraphs:
