@@ -192,16 +192,11 @@ def finish_sweep() -> Iterator[None]:
         raise SystemExit(report_rc)
 
 
-def _offline_runs(base: Path, run_id: str) -> list[Path]:
-    """The offline W&B folders of run ``run_id`` in ``base`` (``wandb/``): a resumed run has one per part."""
-    return sorted(p for p in base.glob("offline-run-*") if p.name.split("-", 3)[-1].split("-")[0] == run_id)
-
-
 def offline_sync_command(sweep: Path) -> str | None:
     """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with ``wandb sync``,
     then saves the sweep's workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline."""
     from rlsweep.report.workspace import WORKSPACE_FILE
-    from rlsweep.tracking import stable_run_id
+    from rlsweep.tracking import offline_copies, stable_run_id
 
     sweep = sweep.resolve()
     report = sweep / "report"  # the report's own run is in the jobs' logger.dir, else in this folder
@@ -214,11 +209,11 @@ def offline_sync_command(sweep: Path) -> str | None:
         root = Path(logged["wandb_dir"]) if logged.get("wandb_dir") else folder
         if logged.get("wandb_dir"):
             report_roots.add(root)
-        runs += _offline_runs(root / "wandb", str(logged["wandb_run_id"]))
+        runs += offline_copies(root / "wandb", str(logged["wandb_run_id"]))
     if not runs:
         return None
     for root in report_roots:
-        runs += _offline_runs(root / "wandb", stable_run_id(report))
+        runs += offline_copies(root / "wandb", stable_run_id(report))
     runs = sorted({r.resolve() for r in runs})
     if runs == sorted(p.resolve() for p in sweep.glob("*/wandb/offline-run-*")):
         where = f"{shlex.quote(str(sweep))}/*/wandb/offline-run-*"

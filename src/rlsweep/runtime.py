@@ -80,7 +80,6 @@ class Runtime:
         self.compile_dynamic: bool | None = False
         self.compile_functions: tuple[str, ...] = ()
         self.compile_cpp_wrapper = False
-        self.compile_cache_dir: str | None = None
         #: the CPU vector-ISA probe started with the job (toggles.compile.VecIsaProbe); compiling waits for it
         self.compile_vec_isa: Any = None
         self.compile_stats: CompileStats | None = None

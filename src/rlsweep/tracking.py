@@ -146,6 +146,13 @@ def stable_run_id(output_dir: Path) -> str:
     return hashlib.sha1(str(Path(output_dir).resolve()).encode()).hexdigest()[:16]
 
 
+def offline_copies(wandb_dir: Path, run_id: str) -> list[Path]:
+    """The offline folders of run ``run_id`` in ``wandb_dir``, oldest first: a resumed or re-made run has one per
+    part (wandb names each offline-run-<time>-<id>, plus -1, -2... when one of that second exists)."""
+    copy = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(run_id)}(-\d+)?")
+    return sorted(p for p in Path(wandb_dir).glob("offline-run-*") if copy.fullmatch(p.name))
+
+
 def run_group(logger_group: str | None, sweep_dir: str | os.PathLike[str] | None, output_dir: Path) -> str:
     """The W&B group of a job (the report logs into the same one): ``logger.group`` if set, else the last
     two path components of its sweep (or single-run) folder (``multirun/2026-11-29/21-00-00`` ->

@@ -7,7 +7,6 @@ wandb is imported only when a run is made.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from collections.abc import Iterable
@@ -18,7 +17,7 @@ from rlsweep.config import LoggerConfig
 from rlsweep.records import section
 from rlsweep.report.model import Job, Report, WandbTarget
 from rlsweep.report.render import cell_text, effects_table, summary_table
-from rlsweep.tracking import init_run, resolved_logger, run_group, stable_run_id
+from rlsweep.tracking import init_run, offline_copies, resolved_logger, run_group, stable_run_id
 
 WANDB_MODES = ("offline", "online")
 
@@ -59,15 +58,6 @@ def _table(wandb: Any, table: tuple[list[str], list[list[Any]]]) -> Any:
     return wandb.Table(columns=columns, data=data)
 
 
-def _drop_older_offline_copies(run_dir: Path, run_id: str) -> None:
-    """The earlier offline copies of this run are superseded by the one just written."""
-    # wandb names a copy offline-run-<time>-<id>, plus -1, -2... when one of that second exists
-    copy = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(run_id)}(-\d+)?")
-    for old in run_dir.parent.glob("offline-run-*"):
-        if old != run_dir and copy.fullmatch(old.name):
-            shutil.rmtree(old, ignore_errors=True)
-
-
 def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
     """Log the report as one run (job_type "report") in the jobs' project and group (``report.wandb``;
     None: nothing is logged); return the run's folder, None when nothing was logged (no target, or W&B failed).
@@ -106,8 +96,10 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
             })
         finally:
             run.finish()
-        if target.mode == "offline":
-            _drop_older_offline_copies(run_dir, run.id)
+        if target.mode == "offline":  # the earlier copies are superseded by the one just written
+            for old in offline_copies(run_dir.parent, run.id):
+                if old != run_dir:
+                    shutil.rmtree(old, ignore_errors=True)
         return run_dir
     except Exception as exc:  # noqa: BLE001 - the report's files are written either way
         reason = (str(exc).strip().splitlines() or [""])[0]
