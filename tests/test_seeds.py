@@ -249,41 +249,55 @@ def test_a_grouped_atari_sweep_ends_cleanly(tmp_path: Path) -> None:
     assert "leaked" not in proc.stderr, proc.stderr[-2000:]
 
 
+class _StartedRun:
+    """A seed's W&B run as ``job._tracker`` returns it; its finish is noted in ``finished`` as (seed, failed)."""
+
+    run_dir, errors = None, []
+
+    def __init__(self, seed: int, finished: list[tuple[int, bool]]) -> None:
+        self.seed, self.finished = seed, finished
+
+    def summary(self, values: dict) -> None:
+        pass
+
+    def finish(self, failed: bool) -> None:
+        self.finished.append((self.seed, failed))
+
+
+def _seats(tmp_path: Path) -> list:
+    """The seats of a job training seeds 0 and 1 together, their records started."""
+    from rlsweep import checkpoint, job
+
+    cfg = tiny_cfg("ppo")
+    seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
+                                                             "sweep_dir": None, "overrides": []}, {})
+             for seed in (0, 1)]
+    for seat in seats:
+        seat.record = job._first_record(seat, tmp_path / "checkpoint.pt", checkpoint.Found())
+    return seats
+
+
 def test_a_seeds_w_and_b_run_is_finished_when_the_next_seeds_run_fails_to_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Ctrl-C (or any error) while the second seed's W&B run starts: the first seed's run, started
     already, is still finished (its offline file complete), and every seed's record written."""
     from rlsweep import checkpoint, job
 
-    finished: list[bool] = []
+    finished: list[tuple[int, bool]] = []
 
-    class StartedRun:
-        run_dir, errors = None, []
-
-        def summary(self, values: dict) -> None:
-            pass
-
-        def finish(self, failed: bool) -> None:
-            finished.append(failed)
-
-    def start_run(seat: job._Seat, concurrent: bool = False) -> StartedRun:
+    def start_run(seat: job._Seat, concurrent: bool = False) -> _StartedRun:
         if seat.cfg.seed == 1:
             raise KeyboardInterrupt("while wandb.init ran")
-        return StartedRun()
+        return _StartedRun(seat.cfg.seed, finished)
 
     monkeypatch.setattr(job, "_tracker", start_run)
-    cfg, ckpt = tiny_cfg("ppo"), tmp_path / "checkpoint.pt"
-    seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
-                                                             "sweep_dir": None, "overrides": []}, {})
-             for seed in (0, 1)]
-    for seat in seats:
-        seat.record = job._first_record(seat, ckpt, checkpoint.Found())
+    seats = _seats(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         try:
-            job._train(seats, ckpt, checkpoint.Found())
+            job._train(seats, tmp_path / "checkpoint.pt", checkpoint.Found())
         finally:
             job._write_records(seats, 0, True, 1.0, [])
-    assert finished == [True]
+    assert finished == [(0, True)]
     assert all(json.loads((tmp_path / str(seed) / "result.json").read_text())["status"] == "failed" for seed in (0, 1))
 
 
@@ -321,22 +335,9 @@ def test_one_seeds_record_failing_to_write_does_not_lose_the_next_seeds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk under the first seed's folder: the second seed's record is still written and both W&B
     runs finished; the job then fails with the first seed's error."""
-    from rlsweep import checkpoint, job
+    from rlsweep import job
 
-    finished: list[int] = []
-
-    class StartedRun:
-        run_dir, errors = None, []
-
-        def __init__(self, seed: int) -> None:
-            self.seed = seed
-
-        def summary(self, values: dict) -> None:
-            pass
-
-        def finish(self, failed: bool) -> None:
-            finished.append(self.seed)
-
+    finished: list[tuple[int, bool]] = []
     real_write = job.write_result
 
     def write(out_dir: Path, record: dict) -> None:
@@ -345,15 +346,11 @@ def test_one_seeds_record_failing_to_write_does_not_lose_the_next_seeds(
         real_write(out_dir, record)
 
     monkeypatch.setattr(job, "write_result", write)
-    cfg, ckpt = tiny_cfg("ppo"), tmp_path / "checkpoint.pt"
-    seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
-                                                             "sweep_dir": None, "overrides": []}, {})
-             for seed in (0, 1)]
+    seats = _seats(tmp_path)
     for seat in seats:
-        seat.record = {**job._first_record(seat, ckpt, checkpoint.Found()), "status": "failed"}
-        seat.tracker = StartedRun(seat.cfg.seed)
+        seat.record["status"], seat.tracker = "failed", _StartedRun(seat.cfg.seed, finished)
     with pytest.raises(OSError, match="No space left"):
         job._write_records(seats, 0, True, 1.0, [])
-    assert finished == [0, 1]
+    assert [seed for seed, _ in finished] == [0, 1]
     assert not (tmp_path / "0" / "result.json").exists()
     assert json.loads((tmp_path / "1" / "result.json").read_text())["group"]["seeds"] == [0, 1]
