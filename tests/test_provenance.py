@@ -62,3 +62,13 @@ def test_a_nested_repository_is_a_work_tree_of_its_own(tmp_path: Path, monkeypat
     assert not _inside_work_tree(tmp_path / "elsewhere.py", str(outer))
     monkeypatch.setenv("GIT_DIR", str(outer / ".git"))  # git's search is off: ask git itself
     assert not _inside_work_tree(outer / "pkg" / "mod.py", str(outer))
+
+
+def test_an_algorithm_class_without_a_source_file_records_rlsweeps_code_only() -> None:
+    # a class defined in an interactive session (its module has no file): inspect raises TypeError
+    interactive = type("InteractiveAlgorithm", (), {"__module__": "builtins"})
+    prov = provenance(interactive)
+    assert "algorithm" not in prov["code"] and set(prov) == {"code", "versions"}
+    from rlsweep.algos import ppo
+
+    assert provenance(ppo.PPO)["code"] == provenance(ppo.__file__)["code"]  # a class: its source file's code

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import functools
 import hashlib
-import inspect
 import io
 import json
 import logging
@@ -70,11 +69,7 @@ def pickle_envs(envs: gym.vector.VectorEnv) -> bytes | None:
 def code_state(algo_class: type) -> dict[str, Any]:
     """The git commit and dirty flag of rlsweep (and of the algorithm, when in another repository);
     cached, as the code of a running process does not change."""
-    try:
-        algorithm_file = inspect.getsourcefile(algo_class)
-    except TypeError:
-        algorithm_file = None
-    return code_of(provenance(algorithm_file))
+    return code_of(provenance(algo_class))
 
 
 def code_of(prov: dict[str, Any]) -> dict[str, Any]:

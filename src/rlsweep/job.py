@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import inspect
 import logging
 import os
 import signal
@@ -292,7 +291,7 @@ def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str,
         "device": str(resolve_device(tcfg.device)),
         "started_at": utc_now(),
         # which code ran: a resumed job may continue on another commit, and the report says so
-        "provenance": provenance(inspect.getsourcefile(algorithm_class(tcfg.algo._target_))),
+        "provenance": provenance(algorithm_class(tcfg.algo._target_)),
     }
     # a checkpoint left by an earlier attempt: resumed from when whole and of this config, else
     # the job starts afresh and says why

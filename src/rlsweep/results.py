@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import platform
 import socket
@@ -97,12 +98,18 @@ def _inside_work_tree(path: Path, top: str) -> bool:
     return True
 
 
-def provenance(algorithm_file: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Which code ran: rlsweep's git state, the algorithm's when it lives in another repository, versions."""
+def provenance(algorithm: type | str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Which code ran: rlsweep's git state, the algorithm's (its class, or its source file) when it lives in
+    another repository, versions."""
+    if isinstance(algorithm, type):
+        try:
+            algorithm = inspect.getsourcefile(algorithm)
+        except TypeError:  # a class with no source file (one defined in an interactive session)
+            algorithm = None
     code = {"rlsweep": git_state(Path(__file__).resolve())}
-    if algorithm_file is not None and not (
-            code["rlsweep"] is not None and _inside_work_tree(Path(algorithm_file).resolve(), code["rlsweep"]["repo"])):
-        algo = git_state(Path(algorithm_file).resolve())
+    if algorithm is not None and not (
+            code["rlsweep"] is not None and _inside_work_tree(Path(algorithm).resolve(), code["rlsweep"]["repo"])):
+        algo = git_state(Path(algorithm).resolve())
         if algo is not None and (code["rlsweep"] is None or algo["repo"] != code["rlsweep"]["repo"]):
             code["algorithm"] = algo
     return {"code": code, "versions": {name: _version(name) for name in VERSIONED}}
