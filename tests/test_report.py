@@ -326,6 +326,17 @@ def test_missing_jobs_from_multirun_and_job_folders(tmp_path: Path, with_twin: b
     assert "compile=max-autotune" in table and "missing" in table
 
 
+def test_a_sweep_of_no_swept_key_expects_its_one_job_as_the_status_does(tmp_path: Path) -> None:
+    # ``python -m sweeps.train -m`` with no override: Hydra runs one job (0), which never started here
+    sweep = tmp_path / "sweep"
+    write_multirun(sweep, [])
+    from rlsweep.status import sweep_status
+
+    assert [(j.num, j.state) for j in sweep_status(sweep).jobs] == [(0, "pending")]
+    sw = rp.load_sweep(sweep)
+    assert sw.expected_jobs == 1 and [(j.num, j.status) for j in sw.jobs] == [(0, "missing")]
+
+
 def test_a_search_is_not_read_as_a_grid_of_its_choices(tmp_path: Path) -> None:
     # Optuna's choice(...) params are lists too; its trials are the jobs it chose, none "missing"
     sweep = tmp_path / "sweep"

@@ -79,9 +79,7 @@ def _expected(
         return None, {}, {}
     sweep_cfg, lists = multirun
     listed, defaults = _listed_and_defaults(lists, sweep_cfg)
-    combos = expand_sweep(lists)
-    if not combos or combos == [[]]:
-        return None, listed, defaults
+    combos = expand_sweep(lists)  # a sweep of no swept key is one job, as Hydra runs it and the status counts it
     jobs.extend(_match_expected(jobs, combos, notes))
     return len(combos), listed, defaults
 
