@@ -320,11 +320,11 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
 def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], resume: bool) -> None:
     if not sweep.is_dir():
         return
-    records = walk_records(sweep)
-    busy = [msg for folder, record in records if (msg := _in_use(folder, record))]
+    records = dict(walk_records(sweep))  # each read once, also for the clashes below
+    busy = [msg for folder, record in records.items() if (msg := _in_use(folder, record))]
     if busy:
         fail(busy, title=FOLDER)
-    finished = [] if resume else [folder for folder, record in records
+    finished = [] if resume else [folder for folder, record in records.items()
                                   if resume_decision(record, dict, resume) == NEEDS_RESUME]
     if finished:
         fail([(f"{sweep} already holds {len(finished)} finished job(s) (e.g. {finished[0]}): add resume=true "
@@ -333,7 +333,7 @@ def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], res
         return  # a custom layout: each job checks its own folder when it starts
     clashes = []
     for num, job in enumerate(jobs):
-        record = read_record(sweep / str(num))
+        record = records.get(sweep / str(num))
         if resume_decision(record, job.config, resume) == OTHER_CONFIG:
             was = " ".join(str(o) for o in record.get("overrides") or []) or "(none)"
             clashes.append(f"job {num} ({' '.join(job.overrides) or 'no overrides'}): {sweep / str(num)} holds a "
