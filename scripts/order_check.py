@@ -4,7 +4,9 @@
         total_env_steps=8192
     python scripts/order_check.py --prepare false ...   # the same, without the sweep's preparation
 
-The swept keys' values are listed as given, then each reversed (the seeds as given). Each
+The swept keys' values are listed as given, then each reversed (the seeds as given); ``--rounds 2`` runs
+the orders ABBA (as listed, reversed, reversed, as listed), so that a change of the machine's speed between
+runs, which moves every ratio that has a fixed cost in it, shows as two runs of one order disagreeing. Each
 run starts from an empty compile cache (its own XDG_CACHE_HOME) and an empty /tmp (its own TMPDIR),
 as on a fresh node. Prints, per cell and order: the steady and end-to-end ratios with their 95%
 intervals, the timed jobs' compile seconds and the cell's cold compile, and the report's flags;
@@ -68,20 +70,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="a new folder for the runs")
     parser.add_argument("--prepare", default="true", choices=["true", "false"])
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each order, alternating ABBA (default 1)")
     parser.add_argument("overrides", nargs="+")
     args = parser.parse_args()
     orders = {"as listed": args.overrides, "reversed": _reversed_sweeps(args.overrides)}
-    results = {name: _run(o, args.out / name.replace(" ", "_"), args.prepare) for name, o in orders.items()}
+    plan = [name for k in range(args.rounds) for name in (list(orders) if k % 2 == 0 else list(orders)[::-1])]
+    runs = [f"{name} #{plan[:i + 1].count(name)}" if args.rounds > 1 else name for i, name in enumerate(plan)]
+    results = {}
+    for run, name in zip(runs, plan):
+        results[run] = _run(orders[name], args.out / run.replace(" ", "_").replace("#", ""), args.prepare)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "order_check.json").write_text(json.dumps({"prepare": args.prepare, "runs": results}, indent=1))
     print(f"prepare={args.prepare}; {' '.join(args.overrides)}")
-    print(f"{'cell':<40} {'order':<10} {'steady':>20} {'end to end':>20} {'compile s':>9} {'cold s':>7}  flags")
-    for label in results["as listed"]["cells"]:
-        for name, run in results.items():
+    print(f"{'cell':<40} {'order':<13} {'steady':>20} {'end to end':>20} {'compile s':>9} {'cold s':>7}  flags")
+    for label in next(iter(results.values()))["cells"]:
+        for name, run in sorted(results.items()):
             c = run["cells"].get(label, {})
             cold = f"{c['cold_compile_s']:.1f}" if c.get("cold_compile_s") is not None else "-"
             comp = f"{c['compile_s']:.2f}" if c.get("compile_s") is not None else "-"
-            print(f"{label:<40} {name:<10} {_interval(c.get('ratio'), c.get('ci_low'), c.get('ci_high')):>20} "
+            print(f"{label:<40} {name:<13} {_interval(c.get('ratio'), c.get('ci_low'), c.get('ci_high')):>20} "
                   f"{_interval(c.get('end_to_end_ratio'), c.get('end_to_end_ci_low'), c.get('end_to_end_ci_high')):>20}"
                   f" {comp:>9} {cold:>7}  {','.join(c.get('flags') or []) or '-'}")
     for name, run in results.items():
