@@ -13,6 +13,7 @@ from test_report import cell, make_record, write_job
 
 from rlsweep import prepare
 from rlsweep import report as rp
+from rlsweep.records import write_json_atomic
 from rlsweep.report.render import render_markdown
 
 
@@ -43,7 +44,7 @@ def test_the_preparation_file_is_read_back_per_cell_and_says_whether_the_cell_is
     record = {"cells": [{"cell": ["compile=default"], "cold": {"status": "ok", "compile_s": 20.0}, "warm": None},
                         {"cell": ["compile=none"], "cold": None, "warm": {"status": "failed", "error": "x"}},
                         {"cell": ["dtype=bfloat16"], "cold": None, "warm": None}]}
-    prepare.write_prepare(tmp_path, record)
+    write_json_atomic(tmp_path / prepare.PREPARE_FILE, record)
     back = prepare.read_prepare(tmp_path)
     assert back == record
     assert prepare.was_prepared(prepare.cell_entry(back, ["compile=default", "seed=4"]))
@@ -76,7 +77,7 @@ def _sweep(root: Path, states: list[tuple[str, int, str, str | None]], prepared:
     for num, (comp, seed, process, cache) in enumerate(states):
         write_job(sweep, num, _record(comp, seed, process, cache, num))
     if prepared is not None:
-        prepare.write_prepare(sweep, prepared)
+        write_json_atomic(sweep / prepare.PREPARE_FILE, prepared)
     return sweep
 
 

@@ -205,10 +205,6 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
     kept = [e for e in (read_prepare(sweep_dir) or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
     record = {"launcher": launcher, "in_process": in_process, "written_at": utc_now(),
               "prepare_s": round(time.perf_counter() - t0, 3), "cells": kept + entries}
-    write_prepare(sweep_dir, record)
-
-
-def write_prepare(sweep_dir: Path, record: dict[str, Any]) -> None:
     write_json_atomic(Path(sweep_dir) / PREPARE_FILE, record)
 
 
