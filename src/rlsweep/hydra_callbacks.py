@@ -318,8 +318,6 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
 
 
 def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], resume: bool) -> None:
-    if not sweep.is_dir():
-        return
     records = dict(walk_records(sweep))  # each read once, also for the clashes below
     busy = [msg for folder, record in records.items() if (msg := _in_use(folder, record))]
     if busy:
