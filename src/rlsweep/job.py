@@ -138,7 +138,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     todo, own_done = _unfinished(seats, tcfg.resume)
     if not todo:
         log.info("%s: finished before with the same config; kept as it is (resume=true)", seats[0].out_dir)
-        return {**(own_done or {}), "skipped": True}
+        return own_done or {}
     secrets = secret_values()
     seeds = [seat.cfg.seed for seat in todo]
     ckpt = seats[0].out_dir / (CHECKPOINT_FILE if len(todo) == 1 else f"checkpoint-seeds-{'-'.join(map(str, seeds))}.pt")
@@ -179,14 +179,15 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     finally:
         _write_records(todo, info["num"], failed, time.perf_counter() - start, secrets)
     if todo[0] is not seats[0]:  # this job's own seed had finished before: only others of its group trained
-        return {**(own_done or {}), "skipped": True}
+        return own_done or {}
     if todo[0].record["status"] != "ok":  # this job's seed stopped early: the job failed, as it would alone
         raise NonFiniteLossError(todo[0].record["error"])
     return todo[0].record
 
 
 def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str, Any] | None]:
-    """The seats still to train, and the job's own finished record when ``resume`` keeps it.
+    """The seats still to train, and the job's own finished record when ``resume`` keeps it, as the job
+    returns it: ``skipped``, its objective computed anew (it finished under any objective setting).
 
     Raises:
         ConfigError: a seat's folder holds a finished record that this run must not overwrite: of
@@ -201,7 +202,7 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
         if decision != KEEP:  # nothing, failed, interrupted or killed: (re)run, from the checkpoint when present
             todo.append(seat)
         elif seat is seats[0]:
-            own_done = done
+            own_done = {**done, "objective": objective(done, seat.cfg.objective), "skipped": True}
     return todo, own_done
 
 

@@ -8,7 +8,7 @@ The module's name is Hydra's job name (``hydra.job.name``: ``train``; each job l
 from __future__ import annotations
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlsweep.config import register_configs
 from rlsweep.resources import CONF_DIR
@@ -21,11 +21,9 @@ if __name__ != "__main__":  # run as a script, this module is imported again bel
 def main(cfg: DictConfig) -> float | None:
     """One job; returns its objective for Hydra's sweeper (``objective.metric``, None below the guard)."""
     # imported here: a typo in the command line is reported before torch is loaded
-    from rlsweep.job import format_summary, objective, train_job
+    from rlsweep.job import format_summary, train_job
 
     record = train_job(cfg)
-    # computed again here: a job kept by resume=true was finished under any objective setting
-    record["objective"] = objective(record, OmegaConf.to_object(cfg.objective))
     print(format_summary(record), flush=True)
     return record["objective"]["value"]
 
