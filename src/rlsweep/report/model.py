@@ -105,7 +105,7 @@ class WandbTarget:
     mode: str  # "offline" or "online" (a sweep logged with "disabled" gets no target)
     project: str | None  # the jobs' W&B project
     entity: str | None  # the jobs' W&B entity (None: the default one)
-    group: str  # the jobs' W&B group (see rlsweep.report.wandb_log.wandb_group)
+    group: str  # the jobs' W&B group (see rlsweep.tracking.run_group)
     # the folder the jobs' W&B runs went under (logger.dir or WANDB_DIR); None: each job's own
     # folder, and the report's run goes under the report folder
     dir: str | None = None
