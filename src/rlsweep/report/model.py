@@ -119,8 +119,7 @@ class Job:
     overrides: list[str]  # the job's Hydra override strings (key=value)
     seed: str | None = None  # as text; None when unknown
     num: int | None = None  # the Hydra job number; None when unknown
-    job_dir: Path | None = None  # the job's output folder; None for a job that never started
-    result_path: Path | None = None  # the path of its result.json; None when there is none
+    job_dir: Path | None = None  # the job's output folder (its result.json in it); None for a job that never started
     record: dict[str, Any] = field(default_factory=dict, repr=False)  # the parsed result.json ({}: none, unreadable)
     error_line: str | None = None  # the last line of a failed job's error traceback
     key: dict[str, str] = field(default_factory=dict)  # its cell dimensions (dimension -> normalised value)

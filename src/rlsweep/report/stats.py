@@ -104,7 +104,7 @@ def build_report(
         varied_dims=varied, cells=cells,
         marginal_effects=_marginal_effects(cells, sweep, varied, spec, n_bootstrap, bootstrap_seed),
         casualties=[Casualty(cell=label[id(job)], seed=job.seed, status=job.status, detail=job.error_line or "",
-                             where=str(job.job_dir or job.result_path or f"job {job.num} (never started)"))
+                             where=str(job.job_dir or f"job {job.num} (never started)"))
                     for job in sweep.jobs if job.status != STATUS_OK],
         notes=list(sweep.notes) + _notes(cells, sweep.jobs, label),
         n_jobs=len(sweep.jobs), expected_jobs=sweep.expected_jobs, n_bootstrap=n_bootstrap,
