@@ -758,10 +758,10 @@ def logged_sweep(root: Path, mode: str, group: str | None = None) -> Path:
 
 
 def test_wandb_group_and_target(tmp_path: Path) -> None:
-    from rlsweep.report.wandb_log import wandb_group
+    from rlsweep.tracking import run_group  # the report's run joins its jobs' group: the jobs' own rule
 
-    assert wandb_group("/x/multirun/2026-11-29/21-00-00", None) == "2026-11-29/21-00-00"
-    assert wandb_group("/x/multirun/2026-11-29/21-00-00", "mine") == "mine"
+    assert run_group(None, "/x/multirun/2026-11-29/21-00-00", Path("/x")) == "2026-11-29/21-00-00"
+    assert run_group("mine", "/x/multirun/2026-11-29/21-00-00", Path("/x")) == "mine"
     target = rp.load_sweep(logged_sweep(tmp_path / "a", "offline")).wandb
     assert target == rp.WandbTarget("offline", "proj", "team", "2026-11-29/21-00-00")
     assert rp.load_sweep(logged_sweep(tmp_path / "b", "online", "g")).wandb.group == "g"

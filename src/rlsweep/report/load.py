@@ -62,7 +62,7 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
         raise ReportInputError(f"no jobs found under {root}: no result.json, no .hydra job folders, no multirun.yaml")
     jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, str(j.job_dir)))
     dims, toggle_dims = _assign_keys(jobs)
-    notes += [f"{job.result_path}: schema_version {job.record.get('schema_version')} (expected {SCHEMA_VERSION}); "
+    notes += [f"{job.job_dir / RESULT_FILE}: schema_version {job.record.get('schema_version')} (expected {SCHEMA_VERSION}); "
               "read anyway" for job in jobs if job.record.get("schema_version") not in (None, SCHEMA_VERSION)]
     return Sweep(sweep_dir=root, jobs=jobs, dims=dims, toggle_dims=toggle_dims, expected_jobs=expected_jobs,
                  notes=notes, wandb=wandb_target(jobs, root), listed_values=listed, config_defaults=defaults,
@@ -103,8 +103,7 @@ def _missing_job(overrides: list[str], status: str = STATUS_MISSING, **fields: A
 
 def _load_job(job_dir: Path) -> Job:
     """The job of a job folder: from its result.json, or a missing one from Hydra's overrides.yaml."""
-    result_path = job_dir / RESULT_FILE
-    if not result_path.is_file():
+    if not (job_dir / RESULT_FILE).is_file():
         return _missing_job(_read_hydra_overrides(job_dir), num=job_num(job_dir), job_dir=job_dir,
                             error_line="no result.json in job folder")
     try:
@@ -113,7 +112,7 @@ def _load_job(job_dir: Path) -> Job:
             raise TypeError("top level is not a JSON object")
     except (OSError, ValueError, TypeError) as exc:
         return _missing_job(_read_hydra_overrides(job_dir), STATUS_FAILED, num=job_num(job_dir), job_dir=job_dir,
-                            result_path=result_path, error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
+                            error_line=f"unreadable result.json: {type(exc).__name__}: {exc}")
     overrides = record.get("overrides")
     if not isinstance(overrides, list):  # Hydra's copy only then: parsing YAML is most of reading a job
         overrides = _read_hydra_overrides(job_dir)
@@ -130,7 +129,7 @@ def _load_job(job_dir: Path) -> Job:
         error_line = f"status {raw_status!r}: {error_line}"
     seed = norm_value(record["seed"]) if record.get("seed") is not None else override_dims(overrides)[1]
     return Job(status=status, overrides=overrides, seed=seed, num=job_num(job_dir, record), job_dir=job_dir,
-               result_path=result_path, record=record, error_line=None if status == STATUS_OK else error_line)
+               record=record, error_line=None if status == STATUS_OK else error_line)
 
 
 def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
@@ -239,6 +238,6 @@ def _match_expected(jobs: list[Job], combos: list[list[str]], notes: list[str]) 
             missing.append(_missing_job(list(combo), num=index,
                                         error_line="in multirun.yaml but no job folder or result.json"))
     if leftover:
-        where = ", ".join(str(j.job_dir or j.result_path) for j in leftover[:5])
+        where = ", ".join(str(j.job_dir) for j in leftover[:5])
         notes.append(f"{len(leftover)} job(s) not in the multirun.yaml expansion (kept): {where}")
     return missing

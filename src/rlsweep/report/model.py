@@ -105,7 +105,7 @@ class WandbTarget:
     mode: str  # "offline" or "online" (a sweep logged with "disabled" gets no target)
     project: str | None  # the jobs' W&B project
     entity: str | None  # the jobs' W&B entity (None: the default one)
-    group: str  # the jobs' W&B group (see rlsweep.report.wandb_log.wandb_group)
+    group: str  # the jobs' W&B group (see rlsweep.tracking.run_group)
     # the folder the jobs' W&B runs went under (logger.dir or WANDB_DIR); None: each job's own
     # folder, and the report's run goes under the report folder
     dir: str | None = None
@@ -119,8 +119,7 @@ class Job:
     overrides: list[str]  # the job's Hydra override strings (key=value)
     seed: str | None = None  # as text; None when unknown
     num: int | None = None  # the Hydra job number; None when unknown
-    job_dir: Path | None = None  # the job's output folder; None for a job that never started
-    result_path: Path | None = None  # the path of its result.json; None when there is none
+    job_dir: Path | None = None  # the job's output folder (its result.json in it); None for a job that never started
     record: dict[str, Any] = field(default_factory=dict, repr=False)  # the parsed result.json ({}: none, unreadable)
     error_line: str | None = None  # the last line of a failed job's error traceback
     key: dict[str, str] = field(default_factory=dict)  # its cell dimensions (dimension -> normalised value)

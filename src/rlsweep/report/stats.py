@@ -104,7 +104,7 @@ def build_report(
         varied_dims=varied, cells=cells,
         marginal_effects=_marginal_effects(cells, sweep, varied, spec, n_bootstrap, bootstrap_seed),
         casualties=[Casualty(cell=label[id(job)], seed=job.seed, status=job.status, detail=job.error_line or "",
-                             where=str(job.job_dir or job.result_path or f"job {job.num} (never started)"))
+                             where=str(job.job_dir or f"job {job.num} (never started)"))
                     for job in sweep.jobs if job.status != STATUS_OK],
         notes=list(sweep.notes) + _notes(cells, sweep.jobs, label),
         n_jobs=len(sweep.jobs), expected_jobs=sweep.expected_jobs, n_bootstrap=n_bootstrap,
@@ -384,8 +384,7 @@ def _baseline(
     toggles_varied = [d for d in varied if d in sweep.toggle_dims]
     open_dims = varied if not baseline and not toggles_varied else [d for d in toggles_varied if d not in spec]
     for dim in [*spec, *open_dims]:  # the open dimensions are not in the spec yet
-        if not (present := {c.key.get(dim) for c in cells} - {None, UNKNOWN}):
-            continue
+        present = {c.key[dim] for c in cells} - {UNKNOWN}  # a varied dimension has a value besides UNKNOWN
         if dim in spec:
             if reasons[dim] == REASON_OFF and spec[dim] not in present:
                 known = TOGGLE_VALUE_ORDER.get(dim, ())
@@ -527,9 +526,8 @@ def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str],
                       n_bootstrap: int, bootstrap_seed: int) -> list[MarginalEffect]:
     """Geometric-mean pair ratios per (varied toggle, value) change, ranked largest first."""
     effects: list[MarginalEffect] = []
-    base_key = next(c.key for c in cells if c.is_baseline)  # _baseline found one or raised
     for toggle in (d for d in varied if d in sweep.toggle_dims):
-        a = spec[toggle] if toggle in spec else base_key.get(toggle, UNKNOWN)
+        a = spec[toggle]  # _baseline gave every varied toggle its baseline value
         index: dict[tuple[str, ...], dict[str, CellSummary]] = {}  # cells by their other dimensions, then value
         for cell in cells:
             rest = tuple(cell.key.get(d, UNKNOWN) for d in sweep.dims if d != toggle)

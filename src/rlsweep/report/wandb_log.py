@@ -6,7 +6,6 @@ wandb is imported only when a run is made.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Iterable
@@ -20,11 +19,6 @@ from rlsweep.report.render import cell_text, effects_table, summary_table
 from rlsweep.tracking import init_run, offline_copies, resolved_logger, run_group, stable_run_id
 
 WANDB_MODES = ("offline", "online")
-
-
-def wandb_group(sweep_dir: str | os.PathLike[str], group: str | None) -> str:
-    """The W&B group of a sweep's jobs (``record["job"]["sweep_dir"]``, ``logger.group``)."""
-    return run_group(group, sweep_dir, Path(sweep_dir))
 
 
 def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
@@ -48,7 +42,7 @@ def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
             continue
         job_sweep_dir = section(job.record, "job").get("sweep_dir")
         return WandbTarget(mode=mode, project=project, entity=entity, dir=root,
-                           group=wandb_group(job_sweep_dir or sweep_dir.resolve(), logger.get("group")))
+                           group=run_group(logger.get("group"), job_sweep_dir, sweep_dir.resolve()))
     return None
 
 
