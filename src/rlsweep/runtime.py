@@ -323,10 +323,6 @@ class PinnedStaging:
             slot[1].record()
         return out
 
-    def buffers(self) -> int:
-        """How many staging buffers exist (for tests and the record)."""
-        return len(self._rings) * self.SLOTS
-
 
 class Policy:
     """Acting, written once: ``policy(obs, *extra)`` copies ``obs`` to the device (timed "h2d"), runs
