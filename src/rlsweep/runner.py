@@ -135,7 +135,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
     if len(seeds) > 1 and not cls.seeds_together:
         raise ConfigError(seeds_together_refusal(cls))
     with applied_toggles(cfg, device) as (rt, toggle_states):
-        rt.set_seeds(tuple(seeds))
+        rt.seed_values = tuple(seeds)
         seed_everything(seeds[0])
         compile_stats = CompileStats()
         rt.compile_stats = compile_stats

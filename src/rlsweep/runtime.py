@@ -93,7 +93,8 @@ class Runtime:
         # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
         self.channels_last = False
         self._update: Update | None = None  # the gradient step being taken (rt.minimize's)
-        # seeds_per_job: the seeds trained together, their random streams, why a seed stopped (by index)
+        # seeds_per_job: the seeds trained together (the runner sets them before anything is built),
+        # their random streams, why a seed stopped (by index)
         self.seed_values: tuple[int, ...] = (0,)
         self._rngs: list[torch.Generator] | None = None  # made at first use: a generator on CUDA touches CUDA
         self.failed: dict[int, str] = {}
@@ -103,11 +104,6 @@ class Runtime:
     def seeds(self) -> int:
         """How many seeds this process trains together (``seeds_per_job``; 1 for a job of one seed)."""
         return len(self.seed_values)
-
-    def set_seeds(self, seeds: tuple[int, ...]) -> None:
-        self.seed_values = tuple(seeds)
-        self._rngs = None
-        self.failed = {}
 
     @property
     def rngs(self) -> list[torch.Generator]:
