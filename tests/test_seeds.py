@@ -24,7 +24,7 @@ SEEDS = [3, 4, 5]
 
 def _runtime(seeds: list[int]) -> Runtime:
     rt = Runtime(torch.device("cpu"))
-    rt.set_seeds(tuple(seeds))
+    rt.seed_values = tuple(seeds)
     return rt
 
 

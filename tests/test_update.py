@@ -44,8 +44,8 @@ def _train(make_opt: Callable[..., torch.optim.Optimizer], single_graph: bool, c
         b = rt.minimize(lambda: (other(body(x).detach()).squeeze(-1) + y).abs().mean(), opt_other)
         return torch.stack([a, b])
 
-    update = Update(rt, step, {"body": body, "head": head, "other": other}, [opt, opt_other],
-                    single_graph=single_graph)
+    update = Update(rt, step, {"body": body, "head": head, "other": other}, [opt, opt_other])
+    update.single_graph = single_graph  # the step compile=default takes, here uncompiled
     g = torch.Generator().manual_seed(1)
     losses = []
     for i in range(steps):

@@ -205,12 +205,12 @@ def restore(payload: dict[str, Any], algo: Any) -> None:
             if isinstance(lr, torch.Tensor):  # a schedule's tensor (PPO's, DQN's): loading replaced it
                 group["lr"] = lr.fill_(group["lr"])
     algo.load_extra_state(payload["algo_extra"])
-    for update, scaler in zip(algo.rt.updates, payload.get("grad_scalers", ()), strict=False):
+    for update, scaler in zip(algo.rt.updates, payload["grad_scalers"], strict=True):
         if update.scaler is not None and scaler is not None:
             update.scaler.load_state_dict(scaler)
     counters = payload["algo_counters"]
     algo.env_steps, algo.updates = counters["env_steps"], counters["updates"]
-    algo.episodes = [(*e, 0) if len(e) == 3 else tuple(e) for e in counters["episodes"]]  # 3: before seeds_per_job
+    algo.episodes = counters["episodes"]
     algo.timer.load_state_dict(payload["timer"])
     rng = payload["rng"]
     torch.set_rng_state(rng["torch"])
@@ -218,9 +218,9 @@ def restore(payload: dict[str, Any], algo: Any) -> None:
     random.setstate(rng["python"])
     if "cuda" in rng and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
-    for generator, state in zip(algo.rt.rngs, payload.get("seed_rngs", ()), strict=False):
+    for generator, state in zip(algo.rt.rngs, payload["seed_rngs"], strict=True):
         generator.set_state(state)
-    algo.rt.failed = dict(payload.get("failed_seeds", {}))
+    algo.rt.failed = payload["failed_seeds"]
     if payload["envs"] is not None:
         restored = pickle.loads(payload["envs"])
         algo.envs.close()

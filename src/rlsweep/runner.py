@@ -135,7 +135,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
     if len(seeds) > 1 and not cls.seeds_together:
         raise ConfigError(seeds_together_refusal(cls))
     with applied_toggles(cfg, device) as (rt, toggle_states):
-        rt.set_seeds(tuple(seeds))
+        rt.seed_values = tuple(seeds)
         seed_everything(seeds[0])
         compile_stats = CompileStats()
         rt.compile_stats = compile_stats
@@ -173,7 +173,6 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
                                        "runs_before_in_process": runs_before}
                 if len(seeds) > 1:
                     outcome.group = {"seeds": list(seeds), "index": k}
-                outcome.failed = states[k].failed
                 if outcome.failed is None:
                     evaluation = functools.partial(_final_evaluation, cfg, algo, seeds[k], until_warm)
                     outcome.learning.update(evaluation() if len(seeds) == 1 else
@@ -327,6 +326,7 @@ def _outcome(s: LoopState, timer: PhaseTimer, algo: Algorithm, iterations: int, 
         iterations=iterations,
         requeues=s.requeues,
         resumed_at_env_steps=s.resumed_at_env_steps,
+        failed=s.failed,
         algo=algo,
     )
 

@@ -22,6 +22,7 @@ from rlsweep.update import Update
 if TYPE_CHECKING:
     from rlsweep.compile_stats import CompileStats
     from rlsweep.timing import PhaseTimer
+    from rlsweep.toggles.compile import CompileConfig
 
 
 def _outputs_cloned(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -74,12 +75,8 @@ class Runtime:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.is_cuda = device.type == "cuda"
-        # compile toggle
-        self.compile_mode: str | None = None
-        self.compile_fullgraph = False
-        self.compile_dynamic: bool | None = False
-        self.compile_functions: tuple[str, ...] = ()
-        self.compile_cpp_wrapper = False
+        # compile toggle: its settings (None: compile=none)
+        self.compile_config: CompileConfig | None = None
         #: the CPU vector-ISA probe started with the job (toggles.compile.VecIsaProbe); compiling waits for it
         self.compile_vec_isa: Any = None
         self.compile_stats: CompileStats | None = None
@@ -96,7 +93,8 @@ class Runtime:
         # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
         self.channels_last = False
         self._update: Update | None = None  # the gradient step being taken (rt.minimize's)
-        # seeds_per_job: the seeds trained together, their random streams, why a seed stopped (by index)
+        # seeds_per_job: the seeds trained together (the runner sets them before anything is built),
+        # their random streams, why a seed stopped (by index)
         self.seed_values: tuple[int, ...] = (0,)
         self._rngs: list[torch.Generator] | None = None  # made at first use: a generator on CUDA touches CUDA
         self.failed: dict[int, str] = {}
@@ -106,11 +104,6 @@ class Runtime:
     def seeds(self) -> int:
         """How many seeds this process trains together (``seeds_per_job``; 1 for a job of one seed)."""
         return len(self.seed_values)
-
-    def set_seeds(self, seeds: tuple[int, ...]) -> None:
-        self.seed_values = tuple(seeds)
-        self._rngs = None
-        self.failed = {}
 
     @property
     def rngs(self) -> list[torch.Generator]:
@@ -207,22 +200,23 @@ class Runtime:
     # -- compile -----------------------------------------------------------------------------
     def compiles(self, name: str) -> bool:
         """Whether :meth:`compile` compiles the function called ``name``."""
-        return self.compile_mode is not None and name in self.compile_functions
+        return self.compile_config is not None and name in self.compile_config.functions
 
     def compile(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         """``torch.compile`` ``fn`` with the job's mode, or ``fn`` itself when ``name`` ("act", "update")
         is not among ``compile.functions``."""
         if not self.compiles(name):
             return fn
-        how: dict[str, Any] = {"mode": self.compile_mode}
-        if self.compile_cpp_wrapper:  # torch.compile takes a mode or options: the mode's options, plus this
+        c = self.compile_config
+        assert c is not None and self.compile_stats is not None
+        how: dict[str, Any] = {"mode": c.mode}
+        if c.cpp_wrapper:  # torch.compile takes a mode or options: the mode's options, plus this
             from torch._inductor import list_mode_options
 
-            how = {"options": {**list_mode_options(self.compile_mode), "cpp_wrapper": True}}
-        compiled = torch.compile(fn, fullgraph=self.compile_fullgraph, dynamic=self.compile_dynamic, **how)
-        assert self.compile_stats is not None
+            how = {"options": {**list_mode_options(c.mode), "cpp_wrapper": True}}
+        compiled = torch.compile(fn, fullgraph=c.fullgraph, dynamic=c.dynamic, **how)
         # these modes capture CUDA graphs (inductor's triton.cudagraphs): count the graphs it skips
-        cudagraphs = self.compile_mode in ("reduce-overhead", "max-autotune")
+        cudagraphs = c.mode in ("reduce-overhead", "max-autotune")
         if cudagraphs and self.is_cuda:
             compiled = _outputs_cloned(compiled)
         return self.compile_stats.wrap(compiled, name, cudagraphs=cudagraphs, before_first_call=self._vec_isa_ready)
@@ -324,10 +318,6 @@ class PinnedStaging:
             slot[1] = self._new_event()
             slot[1].record()
         return out
-
-    def buffers(self) -> int:
-        """How many staging buffers exist (for tests and the record)."""
-        return len(self._rings) * self.SLOTS
 
 
 class Policy:

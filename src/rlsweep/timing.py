@@ -157,7 +157,5 @@ class PhaseTimer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for k, v in state["samples"].items():
             self.samples[k] = list(v)
-        # a checkpoint from before host times were kept: its device times are its host times on CPU
-        host = state.get("host_samples") or (state["samples"] if self._events is None else {})
-        for k, v in host.items():
+        for k, v in state["host_samples"].items():
             self.host_samples[k] = list(v)

@@ -66,7 +66,7 @@ class Update:
 
     def __init__(self, rt: Runtime, step: Callable[..., Any], modules: Mapping[str, nn.Module] | Iterable[nn.Module],
                  optimizers: Mapping[str, torch.optim.Optimizer] | Iterable[torch.optim.Optimizer],
-                 name: str = "update", single_graph: bool | None = None) -> None:
+                 name: str = "update") -> None:
         self.rt = rt
         self.step = step
         mods = dict(modules) if isinstance(modules, Mapping) else {str(i): m for i, m in enumerate(modules)}
@@ -76,14 +76,11 @@ class Update:
             filter(None, map(single_graph_refusal, self.optimizers)), None)
         #: seeds trained together (rt.seeds): > 1 vmaps the whole step over them, which needs the single graph
         self.seeds = rt.seeds
-        if self.seeds > 1:
-            if refusal:
-                raise ValueError(f"seeds_per_job={self.seeds} takes each gradient step for every seed at once, "
-                                 f"with the optimizer's formulas written in rlsweep.update; this step cannot: {refusal}")
-            single_graph = True
-        if single_graph is None:
-            single_graph = rt.compiles(name) and not refusal  # refused: the compiled step keeps backward() + step()
-        self.single_graph = single_graph
+        if self.seeds > 1 and refusal:
+            raise ValueError(f"seeds_per_job={self.seeds} takes each gradient step for every seed at once, "
+                             f"with the optimizer's formulas written in rlsweep.update; this step cannot: {refusal}")
+        # one graph when compiled or vectorised; a refused step compiles with backward() + step() in it
+        self.single_graph = self.seeds > 1 or (rt.compiles(name) and not refusal)
         self._root = Root(mods)
         #: every parameter under its first name, once: dynamo would guard a walk of the modules module by module
         self._params = tuple(self._root.named_parameters())

@@ -3,7 +3,7 @@ import torch
 from helpers import params_of, tiny_cfg
 
 from rlsweep.runner import train
-from rlsweep.toggles.compile import CompileToggle
+from rlsweep.toggles.compile import CompileConfig, CompileToggle
 
 from .contract import ToggleContract, reference_params
 
@@ -41,7 +41,7 @@ def test_cpp_wrapper_generates_a_cpp_wrapper_and_keeps_the_mode() -> None:
     for cpp in (False, True):
         torch._dynamo.reset()
         rt = Runtime(torch.device("cpu"))
-        rt.compile_mode, rt.compile_functions, rt.compile_cpp_wrapper = "default", ("update",), cpp
+        rt.compile_config = CompileConfig(mode="default", functions=["update"], cpp_wrapper=cpp)
         rt.compile_stats = CompileStats()
         x = torch.randn(8, 8)
         out, code = run_and_get_code(rt.compile(step, "update"), x)

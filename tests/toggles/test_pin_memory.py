@@ -62,7 +62,7 @@ def test_staging_reuses_two_buffers_and_waits_for_their_last_copy(non_blocking: 
         assert torch.equal(out, src)
         assert out.data_ptr() == allocated[step % 2].data_ptr()  # the copy came out of the reused buffer
         staging.to_device(torch.zeros(7, dtype=torch.uint8), non_blocking)  # another shape: its own buffers
-    assert len(allocated) == 4 and staging.buffers() == 4
+    assert len(allocated) == 4  # two buffers per shape, each allocated once
     if non_blocking:
         # every buffer's copy is recorded; from the third use on, a buffer first waits for its previous copy
         assert log.count("record") == 10 and log.count("wait") == 6

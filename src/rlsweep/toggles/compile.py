@@ -236,11 +236,7 @@ class CompileToggle(Toggle):
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
         if cfg.compile.mode == "none":
             return
-        rt.compile_mode = cfg.compile.mode
-        rt.compile_fullgraph = cfg.compile.fullgraph
-        rt.compile_dynamic = cfg.compile.dynamic
-        rt.compile_functions = tuple(cfg.compile.functions)
-        rt.compile_cpp_wrapper = cfg.compile.cpp_wrapper
+        rt.compile_config = cfg.compile
         cache_dir = compile_cache_dir(cfg.compile.cache_dir)
         # every file inductor writes goes under it, until restore(): TORCHINDUCTOR_CACHE_DIR, and the
         # precompiled C++ headers' folder (cpp_wrapper), which inductor fixes at import, under /tmp
