@@ -205,7 +205,7 @@ def restore(payload: dict[str, Any], algo: Any) -> None:
             if isinstance(lr, torch.Tensor):  # a schedule's tensor (PPO's, DQN's): loading replaced it
                 group["lr"] = lr.fill_(group["lr"])
     algo.load_extra_state(payload["algo_extra"])
-    for update, scaler in zip(algo.rt.updates, payload["grad_scalers"], strict=True):
+    for update, scaler in zip(algo.rt.updates, payload["grad_scalers"], strict=False):  # a plugin may build an update later
         if update.scaler is not None and scaler is not None:
             update.scaler.load_state_dict(scaler)
     counters = payload["algo_counters"]
