@@ -67,8 +67,6 @@ def read_wandb_run(run_dir: str | Path) -> dict:
     """
     import json
 
-    from rlsweep.tracking import flatten
-
     def inspect(*flags: str) -> str:
         proc = subprocess.run(["wandb", "leet", "inspect", *flags, "--json", str(run_dir)],
                               capture_output=True, text=True, timeout=120)
@@ -89,4 +87,15 @@ def read_wandb_run(run_dir: str | Path) -> dict:
             out["history"].append(rec["history"]["item"])
         elif rec["type"] == "metric":
             out["metrics"].append(rec["metric"])
+    return out
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """A nested W&B config as dotted keys (``{"algo": {"lr": 1}}`` -> ``{"algo.lr": 1}``), as the W&B app shows it."""
+    out: dict = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
     return out

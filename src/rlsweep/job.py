@@ -43,7 +43,6 @@ from rlsweep.signals import Interrupted, skip_final_gc_at_exit, stop_requested
 from rlsweep.tracking import (
     JOB_TYPE_TRAIN,
     Tracker,
-    flatten,
     nest,
     resolved_logger,
     run_group,
@@ -313,7 +312,7 @@ def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str,
 def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
     """The seed's W&B run: its name, group, tags and nested config (``concurrent``: beside other seeds' runs)."""
     tcfg, info, out_dir = seat.cfg, seat.info, seat.out_dir
-    columns = {k: v for k, v in flatten(seat.resolved).items() if k not in INVOCATION_KEYS}
+    columns = {k: v for k, v in seat.resolved.items() if k not in INVOCATION_KEYS}  # nest merges them with the rest
     return Tracker(
         resolved_logger(tcfg.logger),
         out_dir,

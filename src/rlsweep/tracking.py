@@ -188,17 +188,6 @@ def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 _LOG_HEADER = b":W&B"  # wandb-core's transaction log: a LevelDB-style log with this file header
 _LOG_BLOCK = 32768
 _LOG_CHUNK_HEADER = 7  # crc32 (4), length (2), chunk type (1)

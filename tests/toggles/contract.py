@@ -16,13 +16,12 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
-from helpers import compose_cfg, params_of, tiny_cfg
+from helpers import compose_cfg, flatten, params_of, tiny_cfg
 
 from rlsweep.runner import train
 from rlsweep.testing.algorithm import initial_parameters
 from rlsweep.testing.toggles import EFFECTS, Effect, Observation, global_state, observe
 from rlsweep.toggles import Toggle
-from rlsweep.tracking import flatten
 
 #: the Atari PPO job (the Nature CNN on Breakout frames, a tiny budget) has no algorithm contract of its
 #: own: each toggle's effect is checked on it here, in the slow tier (its compiled jobs compile convolutions)
