@@ -354,3 +354,13 @@ def test_one_seeds_record_failing_to_write_does_not_lose_the_next_seeds(
     assert [seed for seed, _ in finished] == [0, 1]
     assert not (tmp_path / "0" / "result.json").exists()
     assert json.loads((tmp_path / "1" / "result.json").read_text())["group"]["seeds"] == [0, 1]
+
+
+def test_the_contract_kits_initial_parameters_are_those_of_the_configs_seed() -> None:
+    # what the toggle contracts compare a job's parameters against: the networks of *its* seed
+    from rlsweep.testing.algorithm import initial_parameters
+
+    cfg = dataclasses.replace(tiny_cfg("ppo"), seed=3, total_env_steps=0)
+    mine, seed_0 = initial_parameters(cfg), initial_parameters(dataclasses.replace(cfg, seed=0))
+    assert any(not torch.equal(mine[k], seed_0[k]) for k in mine)
+    assert all(torch.equal(mine[k], v) for k, v in initial_parameters(cfg).items())

@@ -58,6 +58,7 @@ def initial_parameters(cfg: Any) -> dict[str, Any]:
     """The parameters of ``cfg``'s networks as built on the CPU, before any update (as :func:`parameters`)."""
     device = torch.device("cpu")
     with applied_toggles(cfg, device) as (rt, _):
+        rt.seed_values = (cfg.seed,)  # the networks are built from the job's seed, as the runner builds them
         seed_everything(cfg.seed)
         envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
         try:
