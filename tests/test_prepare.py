@@ -222,3 +222,69 @@ def test_the_local_preparation_sees_the_gpus_the_jobs_see(tmp_path, monkeypatch)
     assert made[0].params["gpus_per_node"] == 1
     prepare.run_fresh_locally(tmp_path, ["cfg"], 1)
     assert made[1].params["gpus_per_node"] == 0
+
+
+def test_a_cold_compile_is_keyed_by_what_it_compiles_not_by_budget_seed_or_logging() -> None:
+    from helpers import tiny_cfg
+
+    base = tiny_cfg("ppo", "compile=default")
+    key = prepare.one_off_key(base)[0]
+    for same in ("seed=7", "total_env_steps=4096", "eval_episodes=3", "warmup_iters=5", "logger.mode=offline",
+                 "progress=true", "prepare=full", "compile.cache_dir=/elsewhere"):
+        assert prepare.one_off_key(tiny_cfg("ppo", "compile=default", same))[0] == key, same
+    for other in ("compile=max-autotune", "twin_modules=true", "seeds_per_job=2", "algo.hidden_sizes=[8,8]",
+                  "dtype=bfloat16", "compile.functions=[update]"):
+        assert prepare.one_off_key(tiny_cfg("ppo", "compile=default", other))[0] != key, other
+    depends = prepare.one_off_key(base)[1]
+    assert {"torch", "cuda", "cpu", "code", "device"} <= set(depends)
+
+
+def test_a_cold_compile_is_reused_only_while_the_files_it_built_are_in_the_cache(tmp_path: Path) -> None:
+    from helpers import tiny_cfg
+
+    cfg = tiny_cfg("ppo", "compile=default", f"compile.cache_dir={tmp_path}")
+    key, depends = prepare.one_off_key(cfg)
+    assert prepare.known_cold(cfg, key)[0] is None
+    (tmp_path / "fxgraph").mkdir()
+    (tmp_path / "fxgraph" / "entry").write_text("graph")
+    measured = {"compile_s": 21.5, "wall_s": 30.0, "files": ["fxgraph/entry"], "cache": {"state": "cold"}}
+    said = prepare._remember_cold(cfg, key, depends, measured, tmp_path / "sweep_a", ["compile=default"])
+    assert said["source"] == "measured" and "files" not in said
+    assert prepare.cold_source(said) == "measured by this sweep"
+    known, why = prepare.known_cold(cfg, key)
+    assert known["compile_s"] == 21.5 and "sweep_a" in why
+    reused = {**known, "source": "reused"}
+    assert prepare.cold_source(reused).startswith(f"reused from {tmp_path / 'sweep_a'} (")
+    assert prepare._cold_estimate(cfg, key) == ", about 30 s"
+    (tmp_path / "fxgraph" / "entry").unlink()  # the cache was cleared: the jobs would compile cold
+    known, why = prepare.known_cold(cfg, key)
+    assert known is None and "1 file(s) it built left the compile cache" in why
+
+
+@pytest.mark.slow  # two real sweeps and a cold compile: a minute or two on 2 cores
+def test_a_repeated_sweep_reuses_the_cold_compile_and_its_jobs_still_start_alike(tmp_path: Path) -> None:
+    """The second run of a sweep in the same cache home measures no cold compile: it reuses the first's,
+    says so in prepare.json and the report, and its jobs find the same warm cache; prepare=full measures again."""
+    from helpers import run_train
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    args = ["-m", "experiment=smoke", "compile=none,default", "compile.functions=[update]", "seed=0",
+            "logger.mode=disabled"]
+    cold = {}
+    for run, extra in (("first", []), ("second", []), ("full", ["prepare=full"])):
+        sweep = tmp_path / run
+        proc = run_train([*args, *extra, f"hydra.sweep.dir={sweep}"], env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        cold[run] = next(e for e in prepare.read_prepare(sweep)["cells"] if "compile=default" in e["cell"])["cold"]
+        records = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/result.json"))]
+        assert [r["measurement"]["compile_cache"] for r in records if r["config"]["compile"]["mode"] != "none"] \
+            == ["warm"]
+        assert all(r["fixed_cost"]["warmup_s"] > 0 and r["fixed_cost"]["eval_s"] >= 0 for r in records)
+        assert "Wall time" in proc.stdout and "the timed jobs" in proc.stdout
+        assert "preparing 2 cell(s)" in proc.stderr + proc.stdout
+    assert cold["first"]["source"] == "measured" and cold["full"]["source"] == "measured"
+    assert cold["second"]["source"] == "reused" and cold["second"]["compile_s"] == cold["first"]["compile_s"]
+    assert cold["second"]["measured_by"]["sweep_dir"] == str(tmp_path / "first")
+    markdown = (tmp_path / "second" / "report" / "summary.md").read_text()
+    assert f"reused from {tmp_path / 'first'}" in markdown and "## Fixed cost per job" in markdown

@@ -170,6 +170,7 @@ def finish_sweep() -> Iterator[None]:
                 mark_killed_jobs(sweep)
             except Exception as exc:  # noqa: BLE001 - never lose the report over this
                 log.warning("checking the sweep's jobs failed: %s", exc)
+            t0 = time.perf_counter()
             try:
                 from rlsweep.report import main as report_main
 
@@ -178,6 +179,9 @@ def finish_sweep() -> Iterator[None]:
                 print(f"rlsweep: the sweep report failed ({type(exc).__name__}: {exc}); "
                       f"run `python -m sweeps.report {sweep}`", file=sys.stderr)
                 report_rc = 1
+            with contextlib.suppress(Exception):  # a summary line only
+                if line := wall_time_line(sweep, time.perf_counter() - t0):
+                    print(line, flush=True)
             try:
                 upload = offline_sync_command(sweep)
             except Exception as exc:  # noqa: BLE001 - a hint only
@@ -190,6 +194,38 @@ def finish_sweep() -> Iterator[None]:
     # written (it said why) must not end the command with status 0
     if report_rc:
         raise SystemExit(report_rc)
+
+
+def wall_time_line(sweep: Path, report_s: float) -> str | None:
+    """Where this command's wall time went: its start-up, the sweep's preparation, the timed jobs (the sum of
+    their ``wall_s``, or their span when they ran side by side), what the jobs spent outside their clocks, the
+    report. None without the process's start time (not Linux)."""
+    from rlsweep.prepare import read_prepare
+    from rlsweep.report.measurement import parse_time
+    from rlsweep.results import process_age_s
+
+    age = process_age_s()
+    if age is None:
+        return None
+    began = time.time() - age
+    jobs = [(parse_time(r.get("started_at")), parse_time(r.get("finished_at")), r.get("wall_s") or 0.0)
+            for _, r in walk_records(sweep) if (parse_time(r.get("started_at")) or 0) >= began]
+    prepared = read_prepare(sweep) or {}
+    prep_s = prepared.get("prepare_s") or 0.0
+    if (parse_time(prepared.get("written_at")) or 0) < began:
+        prep_s = 0.0  # an earlier run's (a resumed sweep)
+    starts = [s for s, _, _ in jobs if s] + ([parse_time(prepared["written_at"]) - prep_s] if prep_s else [])
+    start_up = (min(starts) - began) if starts else 0.0
+    timed = sum(w for _, _, w in jobs)
+    span = (max(f or 0 for _, f, _ in jobs) - min(s or 0 for s, _, _ in jobs)) if jobs else 0.0
+    side_by_side = timed > span * 1.05  # jobs overlapped: their sum is not wall time
+    ran = span if side_by_side else timed
+    rest = age - start_up - prep_s - ran - report_s
+    how = f"the {len(jobs)} timed jobs " + (f"{span:.1f} s (side by side: {timed:.1f} s of wall_s in all)"
+                                             if side_by_side else f"{timed:.1f} s (the sum of their wall_s)")
+    return (f"Wall time {age:.1f} s = {how}, preparation {prep_s:.1f} s, start-up {start_up:.1f} s (interpreter, "
+            f"imports, composition, checks), between and around the jobs {rest:.1f} s (Hydra's job set-up, W&B "
+            f"finish, records), report {report_s:.1f} s: {age / ran if ran else float('nan'):.2f}x the timed jobs.")
 
 
 def offline_sync_command(sweep: Path) -> str | None:

@@ -23,6 +23,8 @@ from rlsweep.toggles.base import choice_errors  # noqa: F401 - the algorithms' a
 
 LOGGER_MODES = ("offline", "online", "disabled")
 #: what a job returns to Hydra's sweeper (higher is better for each)
+#: ``prepare``: true (one-off costs measured before are reused), full (measured again), false (not prepared)
+PREPARE_MODES = ("true", "full", "false")
 OBJECTIVE_METRICS = ("env_steps_per_s", "updates_per_s", "end_to_end_env_steps_per_s", "final_return")
 ACTIVATIONS = ("tanh", "relu")
 MAX_TOTAL_ENV_STEPS = 10_000_000_000
@@ -185,8 +187,10 @@ class JobConfig:
     # checkpoint if any). Without it, a folder holding finished jobs is refused (docs/guide/resume.md)
     resume: bool = False
     # A sweep (-m) first pays each cell's one-off costs untimed, so every timed job starts from the same
-    # process and cache state (docs/guide/measuring.md). false: the report flags comparisons across states
-    prepare: bool = True
+    # process and cache state (docs/guide/measuring.md). true: a cold compile measured before on this
+    # machine, torch and code is reused; full: measured again; false: not prepared (the report flags
+    # comparisons across states). Read through rlsweep.prepare.mode (the command line's false is "False")
+    prepare: str = "true"
 
 
 #: A toggle whose field is dotted (``backend.channels_last``) is a key in another toggle's group schema.

@@ -36,7 +36,7 @@ from rlsweep.records import (
     resume_refusal,
     write_result,
 )
-from rlsweep.results import fingerprint, provenance, utc_now
+from rlsweep.results import fingerprint, process_age_s, provenance, utc_now
 from rlsweep.runner import resolve_device, train_seeds
 from rlsweep.runtime import NonFiniteLossError
 from rlsweep.signals import Interrupted, skip_final_gc_at_exit, stop_requested
@@ -124,6 +124,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     stopped = stop_requested()  # the sweep was stopped while this job's process started: do not start
     if stopped is not None:
         raise KeyboardInterrupt(signal.Signals(stopped).name)
+    started = process_age_s()  # the interpreter, imports and Hydra's composition, in a job's own process
     info = job_info()
     tcfg = to_object(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -143,17 +144,19 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     ckpt = seats[0].out_dir / (CHECKPOINT_FILE if len(todo) == 1 else f"checkpoint-seeds-{'-'.join(map(str, seeds))}.pt")
     # read and verified once, for every seed's record and the runner (it was written with the first seed's config)
     found = checkpoint.read(ckpt, todo[0].cfg)
+    t0 = time.perf_counter()
     for seat in todo:
         seat.record, seat.resumed = _first_record(seat, ckpt, found), found.header
         # what remains if this process is killed outright; replaced by the final record below
         write_result(seat.out_dir, scrub({**seat.record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
+    before = {"start_s": started, "write_s": round(time.perf_counter() - t0, 4)}
     # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process)
     # is collected before the clock starts, not by a collection landing inside whichever job is next
     gc.collect()
     start = time.perf_counter()
     failed = True
     try:
-        _train(todo, ckpt, found)
+        _train(todo, ckpt, found, before)
         failed = False
         ckpt.unlink(missing_ok=True)  # done: the records are the result; a rerun starts afresh
     except Interrupted as exc:
@@ -205,15 +208,21 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
     return todo, own_done
 
 
-def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found) -> None:
-    """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record."""
+def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found, before: dict[str, float | None]) -> None:
+    """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record (``before``:
+    the job's fixed costs before its clock started: its process's start, writing its running records)."""
+    t0 = time.perf_counter()
     for seat in todo:  # each run kept as it starts: however the job ends, _write_records finishes every run started
         seat.tracker = _tracker(seat, concurrent=len(todo) > 1)
+    wandb_init_s = round(time.perf_counter() - t0, 4)
     trackers = [seat.tracker for seat in todo]
     outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
                            checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers], found=found)
     for seat, outcome in zip(todo, outcomes, strict=True):
         seat.record.update(outcome.record())
+        fresh = outcome.measurement["process"] == "fresh"  # else the process's start was an earlier job's
+        seat.record["fixed_cost"] = {**before, "start_s": before["start_s"] if fresh else None,
+                                     "wandb_init_s": wandb_init_s, **seat.record["fixed_cost"]}
         seat.record["measurement"] = measurement_state(outcome, seat.info)
         if outcome.failed is None:
             seat.record.update(status="ok", error=None)
@@ -251,9 +260,12 @@ def _complete(seat: _Seat, todo: list[_Seat], leader: int | None, failed: bool, 
     if record["status"] == "ok":
         record["objective"] = objective(record, tcfg.objective)
     if tracker is not None:  # else the record's logging keeps its start: no run folder, no errors
+        t0 = time.perf_counter()
         tracker.summary(_summary_metrics(record))
         tracker.finish(failed or record["status"] != "ok")
         record["logging"].update(wandb_run_dir=tracker.run_dir, errors=tracker.errors)
+        if "fixed_cost" in record:  # after wall_s: what the job's process still spends on W&B
+            record["fixed_cost"]["wandb_finish_s"] = round(time.perf_counter() - t0, 4)
     if len(todo) > 1:
         record["group"] = {"seeds": [s.cfg.seed for s in todo], "jobs": [s.info["num"] for s in todo],
                            "leader": leader, "wall_s": round(wall_s, 3)}

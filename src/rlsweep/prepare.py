@@ -2,15 +2,23 @@
 (docs/guide/measuring.md), so that a sweep does not measure the order of its jobs.
 
 * **cold run** (compiled cells): a fresh process trains the cell until warm on an empty private compile
-  cache (its cold compile), then merges what it built into ``compile.cache_dir``.
+  cache (its cold compile), then merges what it built into ``compile.cache_dir``. A cold compile belongs
+  to what is compiled, not to the sweep: it is kept in the cache's ledger (:data:`LEDGER_DIR`), keyed by
+  everything it depends on (:func:`one_off_key`), and reused by later sweeps while the files it built
+  are still in the cache (``prepare=full`` measures it again).
 * **warm pass** (the basic launcher only): the launching process trains each cell until warm once.
 
-What it measured goes to the sweep's ``prepare.json`` (this module is its one reader and writer).
+What it measured goes to the sweep's ``prepare.json``, and each cold compile to the ledger (this
+module is the one reader and writer of both).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -34,8 +42,12 @@ log = logging.getLogger(__name__)
 PREPARE_FILE = "prepare.json"
 #: where, in the sweep folder, submitit keeps the preparation's processes (logs, pickles)
 SUBMITIT_FOLDER = ".submitit_prepare"
-#: the config key that turns the preparation off (``prepare=false``)
+#: the config key that turns the preparation off (``prepare=false``) or measures everything again (``full``)
 PREPARE_KEY = "prepare"
+#: the folder, inside the compile cache, of the cold compiles measured on it (one JSON file per key)
+LEDGER_DIR = "rlsweep_cold_compiles"
+#: config keys that change no compiled graph: another budget or seed is not another compile
+_NOT_COMPILED = ("seed", "total_env_steps", "eval_episodes", "warmup_iters", *records.RECORD_VOLATILE)
 #: keys of a job's overrides that do not make another cell: the repeat, switches of one invocation
 _NOT_CELL_KEYS = ("seed", "resume", PREPARE_KEY)
 
@@ -74,6 +86,79 @@ def compiles(cfg: TrainConfig) -> bool:
     return cfg.compile.mode != "none"
 
 
+def mode(value: Any) -> str:
+    """``prepare``'s value as one of :data:`rlsweep.config.PREPARE_MODES` (the command line's false is "False")."""
+    return str(value).lower()
+
+
+@functools.cache
+def _code_digest(*files: str) -> str:
+    """A digest of rlsweep's source and the given files (an algorithm's module): the code that is compiled."""
+    package = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in [*sorted(package.rglob("*.py")), *map(Path, files)]:
+        with contextlib.suppress(OSError):
+            h.update(str(path.relative_to(package) if package in path.parents else path).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def one_off_key(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
+    """What a cell's cold compile depends on, and its digest: the cell's config but the keys that change no
+    compiled graph (:data:`_NOT_COMPILED`, the cache's folder), torch and CUDA, the device (the GPU, or the
+    CPU with its flags and the C++ compiler), and the code (rlsweep's and the algorithm's module)."""
+    import inspect
+
+    import torch
+
+    from rlsweep.algos import algorithm_class
+    from rlsweep.runner import resolve_device
+    from rlsweep.toggles.compile import vec_isa_key
+
+    config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_COMPILED}
+    config["compile"].pop("cache_dir", None)
+    device = resolve_device(cfg.device)
+    with contextlib.suppress(TypeError, OSError):
+        source = inspect.getsourcefile(algorithm_class(cfg.algo._target_))
+    depends = {"config": config, "torch": torch.__version__, "torch_git": torch.version.git_version,
+               "cuda": torch.version.cuda, "device": device.type,
+               "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+               "cpu": vec_isa_key(), "code": _code_digest(*([source] if source else []))}
+    digest = hashlib.sha256(json.dumps(depends, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return digest, depends
+
+
+def _ledger_file(cfg: TrainConfig, key: str) -> Path:
+    from rlsweep.toggles.compile import compile_cache_dir
+
+    return Path(compile_cache_dir(cfg.compile.cache_dir)) / LEDGER_DIR / f"{key}.json"
+
+
+def known_cold(cfg: TrainConfig, key: str) -> tuple[dict[str, Any] | None, str]:
+    """The cold compile of ``cfg`` measured before (its ledger entry), or None; and why (not) reusable:
+    an entry is reused only while every file that compile built is still in the cache, so that the
+    sweep's jobs find a warm cache."""
+    entry = read_json(path := _ledger_file(cfg, key))
+    if not entry:
+        return None, "not measured before on this machine, torch and code"
+    missing = sum(1 for f in entry.get("files") or [] if not (path.parent.parent / f).is_file())
+    if missing or not entry.get("files"):
+        return None, f"measured at {entry.get('measured_at')}, but {missing} file(s) it built left the compile cache"
+    return entry, f"reused from {entry.get('measured_by', {}).get('sweep_dir')} ({entry.get('measured_at')})"
+
+
+def _remember_cold(cfg: TrainConfig, key: str, depends: dict[str, Any], measured: dict[str, Any],
+                   sweep_dir: Path, cell: list[str]) -> dict[str, Any]:
+    """Keep a cold compile just measured in the ledger; what the sweep's ``prepare.json`` says of it."""
+    entry = {"key": key, **{k: v for k, v in measured.items() if k != "files"},
+             "measured_at": utc_now(), "measured_by": {"sweep_dir": str(sweep_dir), "cell": cell}}
+    try:
+        write_json_atomic(_ledger_file(cfg, key), {**entry, "files": measured.get("files"), "depends_on": depends})
+    except OSError as exc:  # a read-only cache: the figure still serves this sweep
+        log.warning("could not keep the cold compile in the compile cache's ledger: %s", exc)
+    return {**entry, "source": "measured"}
+
+
 def run_until_warm(cfg: TrainConfig) -> dict[str, Any]:
     """Train ``cfg`` in this process until its one-off costs are paid; what that took."""
     from rlsweep.runner import train_seeds
@@ -99,11 +184,23 @@ def cold_run(cfg: TrainConfig) -> dict[str, Any]:
             shutil.copytree(shared / VEC_ISA_DIR, private / VEC_ISA_DIR)
         entry = run_until_warm(dataclasses.replace(cfg, compile=dataclasses.replace(cfg.compile,
                                                                                    cache_dir=str(private))))
+        entry["files"] = _cache_files(private)  # what the jobs' warm compile will look up
         entry["merged_files"] = merge_cache(private, shared)
         entry["cache_dir"] = str(shared)
         return entry
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _cache_files(root: Path) -> list[str]:
+    """The files a compile built in cache ``root`` (relative paths), without locks and the vector-ISA verdicts."""
+    from rlsweep.toggles.compile import VEC_ISA_DIR
+
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in ("locks", VEC_ISA_DIR)]
+        out += [str((Path(dirpath) / n).relative_to(root)) for n in filenames if not n.endswith(".lock")]
+    return sorted(out)
 
 
 def merge_cache(source: Path, target: Path) -> int:
@@ -143,10 +240,12 @@ def warm_wandb(cfg: TrainConfig) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run_fresh_locally(folder: Path, configs: list[TrainConfig], limit: int, gpus_per_node: int = 0) -> list[Any]:
+def run_fresh_locally(folder: Path, configs: list[TrainConfig], limit: int, gpus_per_node: int = 0,
+                      labels: Sequence[str] = ()) -> list[Any]:
     """Each config's :func:`cold_run` in a process of its own, started by submitit's local executor (its files in
     ``folder``), at most ``limit`` at once, seeing the GPUs the sweep's jobs see (submitit's local executor shows
-    a process only its ``gpus_per_node`` GPUs); each one's entry or the exception it raised."""
+    a process only its ``gpus_per_node`` GPUs); each one's entry or the exception it raised. ``labels``: the
+    cells' names, to say when each one's cold run starts."""
     import submitit
 
     executor = submitit.LocalExecutor(folder=str(folder / "%j"))
@@ -158,13 +257,21 @@ def run_fresh_locally(folder: Path, configs: list[TrainConfig], limit: int, gpus
         except Exception as exc:  # noqa: BLE001 - recorded in prepare.json; the cell's jobs still run
             return exc
 
-    return list(run_limited(range(len(configs)), limit, lambda i: executor.submit(cold_run, configs[i]), outcome,
+    def submit(i: int) -> Any:
+        if i < len(labels):
+            log.info("  %s: cold compile started", labels[i])
+        return executor.submit(cold_run, configs[i])
+
+    return list(run_limited(range(len(configs)), limit, submit, outcome,
                             lambda running, _pending: [job.cancel() for job in running]).values())
 
 
 def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], TrainConfig]], *, in_process: bool,
                   launcher: str, limit: int = 1, gpus_per_node: int = 0) -> None:
     """Prepare every cell (``cell_configs``: its overrides and first job's config); write ``prepare.json``.
+
+    Says first what it will do for each cell (a cold compile reused or to measure, a warm pass), then
+    each step's time as it ends.
 
     Args:
         in_process: also run the warm pass in this process (the timed jobs will run here).
@@ -174,27 +281,48 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
     if not cell_configs:  # nothing to prepare (prepare=false, or a resumed sweep with every job done)
         return
     t0 = time.perf_counter()
-    compiled = [(o, c) for o, c in cell_configs if compiles(c)]
-    if compiled:
-        log.info("preparing the sweep: %d compiled cell(s) compile once each, untimed, on an empty cache",
-                 len(compiled))
-    # one outcome per compiled cell, in their order
-    outcomes = iter(run_fresh_locally(Path(sweep_dir) / SUBMITIT_FOLDER, [c for _, c in compiled], limit,
-                                      gpus_per_node) if compiled else [])
+    sweep_dir = Path(sweep_dir)
+    labels = [_label(o, c) for o, c in cell_configs]
+    cold: dict[int, Any] = {}  # a compiled cell's cold compile: reused, measured, or the exception it raised
+    keys, plan = {}, []
+    for i, (_, cfg) in enumerate(cell_configs):
+        steps = []
+        if compiles(cfg):
+            keys[i] = one_off_key(cfg)
+            known, why = known_cold(cfg, keys[i][0])
+            if known is not None and mode(cfg.prepare) != "full":
+                cold[i] = {**{k: v for k, v in known.items() if k not in ("files", "depends_on")}, "source": "reused"}
+                steps.append(f"cold compile {known.get('compile_s', 0):.1f} s {why}")
+            else:
+                why = "prepare=full" if known is not None else why
+                steps.append(f"cold compile to measure in a fresh process ({why}){_cold_estimate(cfg, keys[i][0])}")
+        if in_process:
+            steps.append("a warm pass in this process")
+        plan.append(f"  {labels[i]}: " + ("; ".join(steps) or "nothing to pay (a fresh process per job, nothing compiled)"))
+    log.info("preparing %d cell(s), untimed, so that every timed job starts alike:\n%s", len(plan), "\n".join(plan))
+    measure = [i for i in keys if i not in cold]
+    if measure:
+        outcomes = run_fresh_locally(sweep_dir / SUBMITIT_FOLDER, [cell_configs[i][1] for i in measure], limit,
+                                     gpus_per_node, [labels[i] for i in measure])
+        for i, out in zip(measure, outcomes, strict=True):
+            if not isinstance(out, BaseException):
+                out = _remember_cold(cell_configs[i][1], *keys[i], out, sweep_dir, list(cell_key(cell_configs[i][0])))
+                log.info("  %s: cold compile %.1f s (its run %.1f s)", labels[i], out["compile_s"] or 0, out["wall_s"])
+            cold[i] = out
+    cold_s = time.perf_counter() - t0
     if in_process:
         warm_wandb(cell_configs[0][1])
     entries = []
-    for overrides, cfg in cell_configs:
+    for i, (overrides, cfg) in enumerate(cell_configs):
         entry: dict[str, Any] = {"cell": list(cell_key(overrides)), "seeds": cfg.seeds_per_job,
                                  "compiled": compiles(cfg), "cold": None, "warm": None}
-        parts = {"cold": next(outcomes)} if entry["compiled"] else {}  # each: what it measured, or why it failed
+        parts = {"cold": cold[i]} if i in cold else {}  # each: what it measured, or why it failed
         if in_process:
-            log.info("preparing the sweep: cell %s, untimed", " ".join(cell_key(overrides)) or "(no overrides)")
             try:
                 parts["warm"] = run_until_warm(cfg)
+                log.info("  %s: warm pass %.1f s", labels[i], parts["warm"]["wall_s"])
             except Exception as exc:  # noqa: BLE001 - the cell's jobs run and record their own failure
-                log.warning("preparing cell %s (warm pass) failed: %s: %s", " ".join(overrides) or "(no overrides)",
-                            type(exc).__name__, exc)
+                log.warning("preparing cell %s (warm pass) failed: %s: %s", labels[i], type(exc).__name__, exc)
                 parts["warm"] = exc
         for part, out in parts.items():
             entry[part] = ({"status": "failed", "error": f"{type(out).__name__}: {out}"}
@@ -203,9 +331,26 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
     # a resumed sweep prepares only its unfinished cells: the others keep what was measured before
     done = {tuple(e["cell"]) for e in entries}
     kept = [e for e in (read_prepare(sweep_dir) or {}).get("cells") or [] if tuple(e.get("cell") or ()) not in done]
-    record = {"launcher": launcher, "in_process": in_process, "written_at": utc_now(),
-              "prepare_s": round(time.perf_counter() - t0, 3), "cells": kept + entries}
-    write_json_atomic(Path(sweep_dir) / PREPARE_FILE, record)
+    total = time.perf_counter() - t0
+    record = {"launcher": launcher, "in_process": in_process, "written_at": utc_now(), "prepare_s": round(total, 3),
+              "cold_s": round(cold_s, 3), "warm_s": round(total - cold_s, 3), "cells": kept + entries}
+    write_json_atomic(sweep_dir / PREPARE_FILE, record)
+    log.info("prepared in %.1f s (cold compiles measured: %d, reused: %d)", total, len(measure), len(keys) - len(measure))
+
+
+def _label(overrides: Sequence[str], cfg: TrainConfig) -> str:
+    seeds = f" ({cfg.seeds_per_job} seeds together)" if cfg.seeds_per_job > 1 else ""
+    return (" ".join(cell_key(overrides)) or "(no overrides)") + seeds
+
+
+def _cold_estimate(cfg: TrainConfig, key: str) -> str:
+    """", about N s" from the cold runs kept in the cache's ledger (this key's own, else their median)."""
+    import statistics
+
+    folder = _ledger_file(cfg, key).parent
+    walls = {p.stem: e.get("wall_s") for p in folder.glob("*.json") if isinstance(e := read_json(p), dict)}
+    known = walls.get(key) or (statistics.median(w for w in walls.values() if w) if any(walls.values()) else None)
+    return f", about {known:.0f} s" if known else ""
 
 
 def read_prepare(sweep_dir: Path | str | None) -> dict[str, Any] | None:
@@ -220,6 +365,13 @@ def cell_entry(prepared: dict[str, Any] | None, overrides: Sequence[str]) -> dic
         if entry.get("cell") == key:
             return entry
     return None
+
+
+def cold_source(cold: dict[str, Any]) -> str:
+    """Where a cell's cold compile (its ``prepare.json`` part) came from, in words."""
+    if cold.get("source") != "reused":
+        return "measured by this sweep"
+    return f"reused from {(cold.get('measured_by') or {}).get('sweep_dir')} ({cold.get('measured_at')})"
 
 
 def was_prepared(entry: dict[str, Any] | None) -> bool:

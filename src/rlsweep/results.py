@@ -23,6 +23,18 @@ def utc_now(timespec: str = "milliseconds") -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux's /proc; None elsewhere): its interpreter, imports and so on."""
+    try:
+        with open("/proc/self/stat", encoding="utf-8") as f:
+            ticks = int(f.read().rpartition(")")[2].split()[19])  # field 22, starttime, after the command's name
+        with open("/proc/uptime", encoding="utf-8") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 3)
+
+
 def _cpu_model() -> str:
     line = ""
     with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -75,6 +75,9 @@ class TrainOutcome:
     group: dict[str, Any] | None = None
     # why this seed stopped early while the seeds beside it trained on (a non-finite loss); None: it did not
     failed: str | None = None
+    # the job's one-off seconds outside steady state: envs, setup (algorithm, checkpoint), warm-up iterations
+    # (their compile included), evaluation (the job adds W&B's and its process's; docs/reference/record.md)
+    fixed_cost: dict[str, float] = field(default_factory=dict)
     algo: Algorithm | None = field(default=None, repr=False)
 
     def record(self) -> dict[str, Any]:
@@ -99,6 +102,7 @@ class LoopState:
     requeues: int = 0
     resumed_at_env_steps: list[int] = field(default_factory=list)
     compile_s_before: float = 0.0
+    warmup_s: float = 0.0  # the iterations before steady state (their compile included)
     failed: str | None = None  # why this seed stopped while others trained on (seeds_per_job)
 
 
@@ -127,6 +131,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
     and failure are its own; the timings, compile and throughput are the group's. ``found``: the
     checkpoint at ``checkpoint_path`` as the job read it already (:func:`rlsweep.checkpoint.read`).
     """
+    t_start = time.perf_counter()
     device = resolve_device(cfg.device)
     runs_before = _RUNS_IN_PROCESS[0]
     _RUNS_IN_PROCESS[0] += 1
@@ -140,7 +145,9 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
         compile_stats = CompileStats()
         rt.compile_stats = compile_stats
         torch.use_deterministic_algorithms(cfg.deterministic)
+        t0 = time.perf_counter()
         envs = make_envs(cfg.env, cfg.algo.num_envs * len(seeds), seeds[0] if len(seeds) == 1 else list(seeds))
+        fixed = {"envs_s": time.perf_counter() - t0}
         try:
             timer = PhaseTimer(device)
             algo = cls(cfg, envs, rt, timer)
@@ -157,6 +164,8 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
                     st.resumed_at_env_steps.append(algo.env_steps)
                 log.info("resumed from %s at %d env steps", checkpoint_path, algo.env_steps)
             del payload  # restored by copy: its arrays (a replay buffer's) are not held through the training
+            # the toggles, torch's lazy first use (the first optimizer imports dynamo), the algorithm, a checkpoint
+            fixed["setup_s"] = time.perf_counter() - t_start - fixed["envs_s"]
             stop.install()
             log.info("training %s on %s: %d env steps%s, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
                      f" for each of {len(seeds)} seeds together" if len(seeds) > 1 else "", device)
@@ -173,10 +182,13 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
                                        "runs_before_in_process": runs_before}
                 if len(seeds) > 1:
                     outcome.group = {"seeds": list(seeds), "index": k}
+                t0 = time.perf_counter()
                 if outcome.failed is None:
                     evaluation = functools.partial(_final_evaluation, cfg, algo, seeds[k], until_warm)
                     outcome.learning.update(evaluation() if len(seeds) == 1 else
                                             run_as_seed(algo.modules(), k, evaluation))
+                costs = {**fixed, "warmup_s": states[k].warmup_s, "eval_s": time.perf_counter() - t0}
+                outcome.fixed_cost = {name: round(v, 4) for name, v in costs.items()}
             return outcomes
         finally:
             stop.uninstall()
@@ -280,6 +292,8 @@ def _count_iteration(s: LoopState, metrics: dict[str, Any], dt: float, steps_per
         s.steady_steps += steps_per_iter
         s.steady_updates += updates
         s.per_iter_rate.append(round(steps_per_iter / dt, 3))
+    else:
+        s.warmup_s += dt
 
 
 def _record_episodes(s: LoopState, new_eps: list[tuple[float, int, int, int]], wall: float) -> None:

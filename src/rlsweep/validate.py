@@ -16,6 +16,7 @@ from rlsweep.config import (
     LOGGER_MODES,
     MAX_TOTAL_ENV_STEPS,
     OBJECTIVE_METRICS,
+    PREPARE_MODES,
     ConfigError,
     TrainConfig,
     choice_errors,
@@ -89,6 +90,7 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
         errors += toggle().validate(cfg)
     if cfg.logger.mode is not None:  # None: WANDB_MODE, checked below
         errors += choice_errors("logger.mode", cfg.logger.mode, LOGGER_MODES)
+    errors += choice_errors("prepare", str(cfg.prepare).lower(), PREPARE_MODES)
     errors += choice_errors("objective.metric", cfg.objective.metric, OBJECTIVE_METRICS)
     if cfg.objective.min_return is not None and not math.isfinite(cfg.objective.min_return):
         errors.append(f"objective.min_return must be a finite number or null, got {cfg.objective.min_return}")

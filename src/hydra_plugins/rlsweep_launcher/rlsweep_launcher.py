@@ -71,11 +71,13 @@ def _make_sweep_dir(config: Any, executor: str) -> Path:
 
 
 def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, groups: list[list[int]], *,
-                  resolve_threads: bool = False) -> list[tuple[list[str], Any]]:
+                  resolve_threads: bool = False, composed: dict | None = None) -> list[tuple[list[str], Any]]:
     """Each cell of the sweep to prepare (:mod:`rlsweep.prepare`): its overrides and first job's config.
 
     Not a cell with ``prepare=false``, nor one whose jobs all finished before, nor a search's trials.
     ``resolve_threads``: ``backend.num_threads=null`` fixed to what a job of this process gets.
+    ``composed``: where to keep each job config composed here (by its overrides), for a launcher that
+    runs the jobs in this process and would compose them again (half a second each).
     """
     import dataclasses
 
@@ -85,7 +87,7 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, group
     from rlsweep.algos import to_object
     from rlsweep.toggles.backend import default_num_threads
 
-    if not OmegaConf.select(launcher.config, prepare.PREPARE_KEY, default=True):
+    if prepare.mode(OmegaConf.select(launcher.config, prepare.PREPARE_KEY, default=True)) == "false":
         return []
     if not is_basic_sweeper(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default=None)):
         return []  # a search (Optuna) launches trial after trial, each its own cell: a cold run per trial would double it
@@ -99,11 +101,14 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, group
         for overrides in prepare.cells(unfinished):
             cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
             HydraConfig.instance().set_config(cfg)  # for ${hydra:...} in the job's values
+            if composed is not None:
+                composed[tuple(overrides)] = cfg
+                OmegaConf.set_readonly(cfg.hydra, None)  # set_config made it read-only; the job's run sets it
             try:
                 tcfg = to_object(cfg)
             except Exception:  # noqa: BLE001 - not an rlsweep job (another app on these launchers): nothing to prepare
                 return []
-            if not tcfg.prepare:
+            if prepare.mode(tcfg.prepare) == "false":
                 continue
             if resolve_threads and tcfg.backend.num_threads is None:
                 tcfg = dataclasses.replace(tcfg, backend=dataclasses.replace(
@@ -319,9 +324,10 @@ class BasicLauncher(basic_launcher.BasicLauncher):
         from rlsweep import prepare
 
         groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
+        composed: dict[tuple[str, ...], Any] = {}
         # cold runs one at a time, as this launcher runs its jobs; then every cell once in this process
         prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, initial_job_idx, groups,
-                                                       resolve_threads=True),
+                                                       resolve_threads=True, composed=composed),
                               in_process=True, launcher=type(self).__name__)
         log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
         runs: dict[int, JobReturn] = {}
@@ -329,7 +335,8 @@ class BasicLauncher(basic_launcher.BasicLauncher):
             idx = initial_job_idx + i
             overrides = list(job_overrides[i])
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
-            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+            sweep_config = (composed.pop(tuple(overrides), None)
+                            or self.hydra_context.config_loader.load_sweep_config(self.config, overrides))
             with open_dict(sweep_config):
                 sweep_config.hydra.job.id = idx
                 sweep_config.hydra.job.num = idx

@@ -182,8 +182,10 @@ class CellSummary:
     phase_total_s: dict[str, float | None] = field(default_factory=dict)
     compile_s: float | None = None
     # the cell's compile on an empty cache in a fresh process, measured once by the sweep's
-    # preparation (prepare.json); compile_s is the timed jobs' own, on the cache it filled
+    # preparation (prepare.json), or by an earlier sweep whose figure it reused; compile_s is the
+    # timed jobs' own, on the cache it filled
     cold_compile_s: float | None = None
+    cold_compile_source: str | None = None  # "measured by this sweep", "reused from <sweep> (<when>)"
     # the states its ok jobs started in ("<process>/<compile cache>"), see rlsweep.job.measurement_state
     start_states: list[str] = field(default_factory=list)
     graph_breaks: int | None = None
@@ -206,6 +208,8 @@ class CellSummary:
     wall_s_seeds: list[float] = field(default_factory=list)
     env_steps: float | None = None
     fixed_cost_s: float | None = None
+    # the median over ok jobs of each part of their fixed cost (records.FIXED_COST_PARTS: the record's fixed_cost)
+    fixed_cost_parts: dict[str, float | None] = field(default_factory=dict)
     end_to_end_ratio: float | None = None
     end_to_end_ci_low: float | None = None
     end_to_end_ci_high: float | None = None

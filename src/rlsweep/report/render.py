@@ -13,6 +13,7 @@ import math
 import textwrap
 from typing import Any
 
+from rlsweep.records import FIXED_COST_PARTS
 from rlsweep.report.model import (
     CI_RULE,
     END_TO_END_RULE,
@@ -191,8 +192,10 @@ def render_table(report: Report, color: bool) -> str:
         "(* = baseline; ratios > 1 are faster than the baseline; the full table is in summary.md)",
     ]
     if any(c.cold_compile_s is not None for c in report.cells):
+        reused = any(c.cold_compile_source and c.cold_compile_source.startswith("reused") for c in report.cells)
         text.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
-                    " the cell's cold compile on an empty cache)")
+                    " the cell's cold compile on an empty cache" + (", reused from an earlier sweep: summary.md says "
+                                                                     "which" if reused else "") + ")")
     if report.marginal_effects:
         text += ["", "Which toggle pays (geometric mean of pair ratios):"]
     for eff in report.marginal_effects:
@@ -321,6 +324,7 @@ def render_markdown(report: Report) -> str:
             "[interquartile range] over seeds (one seed: over its evaluation episodes).", "",
             *_md_table(_MD_CELL_HEADER, [_md_cell_row(c) for c in report.cells])],
         "Steady state and end to end": _end_to_end_lines(report),
+        "Fixed cost per job": _fixed_cost_lines(report),
         "Measurement flags": [FLAG_RULE, "", *_flag_lines(report)],
         "Which toggle pays": _md_effects(report),
         "Learning check": [LEARNING_RULE, "", *([f"- **{c.label}**: {c.learning_note}" for c in report.cells
@@ -388,8 +392,8 @@ def _end_to_end_lines(report: Report) -> list[str]:
     lines = _md_table(["cell", "ratio (steady state)", "95% CI", "end_to_end_ratio", "95% CI", "wall_s",
                        "fixed cost s", "break-even env steps"], rows) + ([""] + notes if notes else []) + [""]
     if prepared := report.prepared:
-        how = ("each compiled cell compiled once on an empty cache in a fresh process (its cold compile, "
-               "shared through compile.cache_dir)")
+        how = ("each compiled cell's cold compile (once, on an empty cache in a fresh process) measured or reused "
+               "from an earlier sweep of the same compile, its files shared through compile.cache_dir")
         if prepared.get("in_process"):
             how += ", and every cell ran once in the process that then ran the timed jobs"
         lines.append(f"Prepared before the timed jobs ({prepared.get('launcher')}, "
@@ -399,9 +403,24 @@ def _end_to_end_lines(report: Report) -> list[str]:
                      "a process and the first compiled job of a cell may carry one-off costs the others do not.")
     for cell in report.cells:
         states = "; ".join(cell.start_states) or "unknown (records without a measurement section)"
-        cold = f"; cold compile {cell.cold_compile_s:.2f} s" if cell.cold_compile_s is not None else ""
+        cold = (f"; cold compile {cell.cold_compile_s:.2f} s ({cell.cold_compile_source})"
+                if cell.cold_compile_s is not None else "")
         lines.append(f"- {cell.label}: jobs started in a {states}{cold}")
     return lines
+
+
+def _fixed_cost_lines(report: Report) -> list[str]:
+    """What each cell's jobs paid outside steady training, part by part (medians over its ok jobs)."""
+    parts = [p for p in FIXED_COST_PARTS if any(c.fixed_cost_parts.get(p) is not None for c in report.cells)]
+    if not parts:
+        return ["Not recorded (records from before rlsweep broke a job's fixed cost down)."]
+    rows = [[cell.label, *[_fmt(cell.fixed_cost_parts.get(p), ".2f") for p in parts], _fmt(cell.compile_s, ".2f"),
+             _fmt(cell.fixed_cost_s, ".2f"), _fmt(cell.wall_s, ".2f")] for cell in report.cells]
+    return ["Seconds, median over each cell's ok jobs (docs/reference/record.md): `start_s` the job's process "
+            "before the job (interpreter, imports, composition; fresh processes only), `warmup_s` the warm-up "
+            "iterations with their compile (`compile_s`), `wandb_finish_s` after `wall_s`; `fixed cost s` = wall_s "
+            "- env steps / steady rate.", "",
+            *_md_table(["cell", *parts, "compile_s", "fixed cost s", "wall_s"], rows)]
 
 
 def _flag_lines(report: Report) -> list[str]:
@@ -437,7 +456,7 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
         "end_to_end_ratio", "end_to_end_ci_low", "end_to_end_ci_high", "end_to_end_ci_method", "end_to_end_note",
         "wall_s", "wall_s_seeds", "fixed_cost_s", "break_even_env_steps",
         *[f"{p}_median_ms" for p in PHASES], *[f"{p}_total_s" for p in PHASES],
-        "compile_s", "cold_compile_s", "start_states", "graph_breaks", "recompiles",
+        "compile_s", "cold_compile_s", "cold_compile_source", "start_states", "graph_breaks", "recompiles",
         "final_return_median", "final_return_spread", "final_return_spread_kind",
         "final_return_q25", "final_return_q75", "final_return_iqr_over",
         "learning_flag", "learning_note", "not_applicable", "fingerprint_note", "errors",

@@ -16,7 +16,7 @@ import numpy as np
 
 from rlsweep import prepare
 from rlsweep.bootstrap import interval, ratio_samples
-from rlsweep.records import STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, section
+from rlsweep.records import FIXED_COST_PARTS, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, section
 from rlsweep.report import measurement
 from rlsweep.report.measurement import finite, positive_int
 from rlsweep.report.model import (
@@ -124,6 +124,7 @@ def _start_states(cell_jobs: list[tuple[CellSummary, list[Job]]], prepared: dict
         cold = (prepare.cell_entry(prepared, jobs[0].overrides) or {}).get("cold") or {}
         if cold.get("status") == "ok":
             cell.cold_compile_s = finite(cold.get("compile_s"))
+            cell.cold_compile_source = prepare.cold_source(cold)
         for job in jobs:
             state = section(job.record, "measurement")
             if job.status != STATUS_OK or not state.get("process"):
@@ -267,6 +268,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.env_steps_per_s = _median(cell.env_steps_per_s_seeds)
     cell.updates_per_s = _median(_numbers(ok, "throughput", "updates_per_s"))
     cell.compile_s = _median(_numbers(ok, "compile", "compile_s"))
+    cell.fixed_cost_parts = {part: _median(_numbers(ok, "fixed_cost", part)) for part in FIXED_COST_PARTS}
     cell.graph_breaks = max(map(int, _numbers(ok, "compile", "graph_breaks")), default=None)
     cell.recompiles = max(map(int, _numbers(ok, "compile", "recompiles")), default=None)
     cell.compile_reasons = _compile_reasons(jobs)

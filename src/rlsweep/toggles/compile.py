@@ -98,7 +98,7 @@ def claim_cache_env() -> None:
 VEC_ISA_DIR = "rlsweep_vec_isa"
 
 
-def _vec_isa_key() -> str:
+def vec_isa_key() -> str:
     """What inductor's vector-ISA probe depends on: the CPU's flags, the C++ compiler and torch's build."""
     import torch
     from torch._inductor import cpp_builder
@@ -132,7 +132,7 @@ def prepare_vec_isa(cache_dir: str) -> str:
 
     if inductor_config.cpp.vec_isa_ok is not None:
         return "user"
-    verdict = Path(cache_dir) / VEC_ISA_DIR / f"{_vec_isa_key()}.json"
+    verdict = Path(cache_dir) / VEC_ISA_DIR / f"{vec_isa_key()}.json"
     try:
         cached = json.loads(verdict.read_text()).get("all_reported_isas_usable") is True
     except (OSError, ValueError):
