@@ -222,7 +222,7 @@ def test_bad_input_fails_before_any_job_with_one_message(outcomes: dict, case: C
 
 @pytest.mark.parametrize(("args", "trace"), [
     (["total_env_steps=0"], ["in on_run_start", "ConfigError: rlsweep: invalid configuration"]),  # ours
-    (["compile=maxautotune"], ["Traceback (most recent call last)", "MissingConfigException"]),  # Hydra's
+    (["algo.lr=abc"], ["Traceback (most recent call last)", "ConfigCompositionException"]),  # Hydra's
 ])
 def test_rlsweep_debug_shows_the_traceback(tmp_path: Path, args: list[str], trace: list[str]) -> None:
     """RLSWEEP_DEBUG=1: the same bad input, with where it was found (and still no folder)."""
@@ -258,3 +258,22 @@ def test_a_valid_sweep_folder_with_spaces_and_quotes_works_end_to_end(tmp_path: 
         record = read_result(sweep / str(i))
         assert record["status"] == "ok" and record["job"]["sweep_dir"] == str(sweep.resolve())
     assert (sweep / "report" / "summary.md").is_file() and "2 ok" in (sweep / "report" / "summary.md").read_text()
+
+
+def test_every_bad_option_and_a_sweep_given_twice_are_named_at_once(tmp_path: Path) -> None:
+    """Two bad options: both named in one message; a swept key given again (which would silently sweep only
+    the last value): refused; a plain key given twice: named, the last one used, as Hydra does."""
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sweeps.train", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    proc = run("dtype=bf16", "compile=maxauto")
+    assert proc.returncode == 2 and "dtype=bf16 is not an option of dtype" in proc.stderr
+    assert "compile=maxauto is not an option of compile (did you mean compile=max-autotune?)" in proc.stderr
+    proc = run("-m", "dtype=float32,bfloat16", "seed=0,1", "dtype=float16")
+    assert proc.returncode == 2 and "dtype is given twice (dtype=float32,bfloat16 and dtype=float16)" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+    proc = run("logger.mode=disabled", "logger.mode=offline", "--cfg", "job")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "logger.mode is given twice (logger.mode=disabled and logger.mode=offline): the last one is used" \
+        in proc.stderr and "mode: offline" in proc.stdout

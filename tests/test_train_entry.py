@@ -147,8 +147,7 @@ def test_the_upload_line_names_exactly_the_sweeps_offline_runs(tmp_path: Path) -
     import shlex
     import subprocess
 
-    from rlsweep.cli import offline_sync_command
-    from rlsweep.report.workspace import WORKSPACE_FILE
+    from rlsweep.report.workspace import WORKSPACE_FILE, offline_sync_command
     from rlsweep.tracking import stable_run_id
 
     sweep = tmp_path / "my sweep"  # a space: the line must survive the shell
@@ -172,8 +171,8 @@ def test_the_upload_line_names_exactly_the_sweeps_offline_runs(tmp_path: Path) -
 
 
 def test_no_upload_line_without_offline_runs(tmp_path: Path) -> None:
-    from rlsweep.cli import offline_sync_command
     from rlsweep.records import write_result
+    from rlsweep.report.workspace import offline_sync_command
 
     write_result(tmp_path / "0", {"status": "ok", "logging": {"wandb_mode": "disabled", "wandb_run_id": None}})
     write_result(tmp_path / "1", {"status": "ok", "logging": {"wandb_mode": "online", "wandb_run_id": "x"}})

@@ -106,13 +106,16 @@ def _config_dirs(args: list[str]) -> list[Path]:
 
 
 def group_value_errors(args: list[str]) -> list[str]:
-    """Config-group overrides whose value is a number, a bool or null (``compile=0``, ``env=null``): Hydra
-    stops on these with a traceback of its own, before rlsweep's checks run."""
+    """What is wrong with the command line's overrides, all at once, before Hydra stops at the first: a key
+    given twice (Hydra keeps the last, so ``dtype=float32,bfloat16 ... dtype=float16`` silently sweeps one
+    value), a config group's value that is a number, a bool or null (``compile=0``: Hydra's traceback), an
+    option no config folder has (``dtype=bf16 compile=maxauto``: both named)."""
     import dataclasses
 
     from hydra.errors import HydraException
 
     from rlsweep.config import TrainConfig
+    from rlsweep.hydra_callbacks import _option_error
     from rlsweep.records import parse_overrides
     from rlsweep.toggles import text
 
@@ -126,19 +129,27 @@ def group_value_errors(args: list[str]) -> list[str]:
               or f.name in ("algo", "env", "logger", "compile", "dtype", "backend", "objective")}
     groups |= {p.name for d in dirs for p in d.iterdir() if p.is_dir()}
     errors = []
+    seen: dict[str, Any] = {}
     for o in parsed:
-        group = o.key_or_group
-        if "/" not in group and group not in groups:
+        key = o.key_or_group
+        if (first := seen.setdefault(key, o)) is not o and not o.is_delete():
+            twice = f"{key} is given twice ({first.input_line} and {o.input_line})"
+            if first.is_sweep_override() or o.is_sweep_override():  # the sweep would silently lose its values
+                errors.append(f"{twice}: Hydra would keep only the last; give each key once (a sweep: key=a,b)")
+            else:
+                print(f"rlsweep: {twice}: the last one is used", file=sys.stderr)
+        if "/" not in key and key not in groups:
             continue
         value = o.value()
         values = list(getattr(value, "list", None) or ([value] if not isinstance(value, list) else value))
+        options = sorted({p.stem for d in dirs for p in (d / key).glob("*.yaml")})
         wrong = [v for v in values if isinstance(v, (int, float, bool)) or v is None]
-        if not wrong:
-            continue
-        options = sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
-        choose = f"; choose one of: {', '.join(options)}" if options else ""
-        shown = ", ".join(text(v) for v in wrong)
-        errors.append(f"{o.input_line}: an option of the config group {group} is a name, not {shown}{choose}")
+        if wrong:
+            choose = f"; choose one of: {', '.join(options)}" if options else ""
+            shown = ", ".join(text(v) for v in wrong)
+            errors.append(f"{o.input_line}: an option of the config group {key} is a name, not {shown}{choose}")
+        elif options and not key.startswith("hydra/") and not o.is_delete():  # a launcher's options are plugins'
+            errors += [_option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
     return errors
 
 
@@ -182,14 +193,10 @@ def finish_sweep() -> Iterator[None]:
             with contextlib.suppress(Exception):  # a summary line only
                 if line := wall_time_line(sweep, time.perf_counter() - t0):
                     print(line, flush=True)
-            try:
-                upload = offline_sync_command(sweep)
-            except Exception as exc:  # noqa: BLE001 - a hint only
-                log.warning("finding the sweep's offline W&B runs failed: %s", exc)
-                upload = None
-            if upload:
-                print(f"\nW&B: this sweep's runs are offline. To upload them and save its workspace to W&B:\n  {upload}",
-                      flush=True)
+            if report_rc:  # the report, which says how to upload the sweep's offline W&B runs, did not end
+                from rlsweep.report.workspace import print_upload_line
+
+                print_upload_line(sweep)
     # reached only when the sweep itself ended without an exception: a report that could not be
     # written (it said why) must not end the command with status 0
     if report_rc:
@@ -226,40 +233,6 @@ def wall_time_line(sweep: Path, report_s: float) -> str | None:
     return (f"Wall time {age:.1f} s = {how}, preparation {prep_s:.1f} s, start-up {start_up:.1f} s (interpreter, "
             f"imports, composition, checks), between and around the jobs {rest:.1f} s (Hydra's job set-up, W&B "
             f"finish, records), report {report_s:.1f} s: {age / ran if ran else float('nan'):.2f}x the timed jobs.")
-
-
-def offline_sync_command(sweep: Path) -> str | None:
-    """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with ``wandb sync``,
-    then saves the sweep's workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline."""
-    from rlsweep.report.workspace import WORKSPACE_FILE
-    from rlsweep.tracking import offline_copies, stable_run_id
-
-    sweep = sweep.resolve()
-    report = sweep / "report"  # the report's own run is in the jobs' logger.dir, else in this folder
-    runs: list[Path] = []
-    report_roots = {report}
-    for folder, record in walk_records(sweep):
-        logged = record.get("logging") or {}
-        if logged.get("wandb_mode") != "offline" or not logged.get("wandb_run_id"):
-            continue
-        root = Path(logged["wandb_dir"]) if logged.get("wandb_dir") else folder
-        if logged.get("wandb_dir"):
-            report_roots.add(root)
-        runs += offline_copies(root / "wandb", str(logged["wandb_run_id"]))
-    if not runs:
-        return None
-    for root in report_roots:
-        runs += offline_copies(root / "wandb", stable_run_id(report))
-    runs = sorted({r.resolve() for r in runs})
-    if runs == sorted(p.resolve() for p in sweep.glob("*/wandb/offline-run-*")):
-        where = f"{shlex.quote(str(sweep))}/*/wandb/offline-run-*"
-    else:
-        where = " ".join(shlex.quote(str(r)) for r in runs)
-    line = f"wandb sync {where}"
-    definition = report / WORKSPACE_FILE
-    if definition.is_file():
-        line += f" && python -m rlsweep.report.workspace {shlex.quote(str(definition))}"
-    return line
 
 
 def _running_records(sweep: Path) -> list[tuple[Path, dict[str, Any]]]:

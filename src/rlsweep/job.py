@@ -11,6 +11,7 @@ import dataclasses
 import gc
 import logging
 import os
+import shlex
 import signal
 import socket
 import time
@@ -428,4 +429,6 @@ def format_summary(record: dict[str, Any]) -> str:
     lines.append(f"  result          {Path(record['job']['output_dir']) / RESULT_FILE}")
     if record.get("logging", {}).get("wandb_run_dir"):
         lines.append(f"  W&B ({record['logging']['wandb_mode']})  {record['logging']['wandb_run_dir']}")
+        if record["logging"]["wandb_mode"] == "offline" and not record["job"].get("sweep_dir"):  # a sweep's end says it
+            lines.append(f"  upload          wandb sync {shlex.quote(str(record['logging']['wandb_run_dir']))}")
     return "\n".join(lines)

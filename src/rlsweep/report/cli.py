@@ -15,7 +15,7 @@ from rlsweep.report.overrides import split_override
 from rlsweep.report.render import render_table
 from rlsweep.report.stats import build_report
 from rlsweep.report.wandb_log import log_report
-from rlsweep.report.workspace import publish_workspace
+from rlsweep.report.workspace import print_upload_line, publish_workspace
 from rlsweep.report.write import write_report
 from rlsweep.status import settle_records, sweep_status
 
@@ -72,4 +72,5 @@ def main(argv: Sequence[str]) -> int:
             print(f"W&B workspace of this sweep: {url}")
         elif workspace is not None:
             print(f"W&B workspace definition: {workspace} (saved to W&B by a report of online runs)")
+    print_upload_line(Path(args.sweep_dir))
     return 0

@@ -101,7 +101,7 @@ def ratio_figure(report: Report) -> Any | None:
 
 
 def phases_figure(report: Report) -> Any | None:
-    """phases.png's figure: stacked bars of steady-state seconds per phase for each cell."""
+    """phases.png's figure: stacked bars of each phase's steady-state total seconds for each cell (median over seeds)."""
     cells = [c for c in report.cells if any(v is not None for v in c.phase_total_s.values())]
     if not cells:
         return None
@@ -117,7 +117,7 @@ def phases_figure(report: Report) -> Any | None:
         left += widths
     ax.set_yticks(ys)
     ax.set_yticklabels([c.label for c in cells], fontsize=8)
-    ax.set_xlabel("steady-state seconds per phase (median over seeds)")
+    ax.set_xlabel("steady-state total seconds in each phase (median over seeds of a job's total)")
     ax.set_title("Where the time goes")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(PHASES))
     return fig

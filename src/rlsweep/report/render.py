@@ -305,12 +305,14 @@ def render_markdown(report: Report) -> str:
     graph breaks and recompiles, fingerprints, method."""
     counts = report.counts
     expects = f" (multirun.yaml expects {report.expected_jobs})" if report.expected_jobs else ""
-    baselines = ", ".join(f"`{b}`" for b in report.baseline_labels)
+    spec = spec_text(report.baseline_spec)
+    # the cells the spec picked, one per context; named apart only where they say more than the spec
+    baselines = "" if report.baseline_labels == [spec] else " → " + ", ".join(f"`{b}`" for b in report.baseline_labels)
     lines = [
         f"# Sweep report: `{report.sweep_dir}`", "",
         f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
         f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
-        f"Baseline: `{spec_text(report.baseline_spec)}` → {baselines} (why: {_md_text(report.baseline_why)})", "",
+        f"Baseline: `{spec}`{baselines} (why: {_md_text(report.baseline_why)})", "",
         "\n\n".join(verdict_lines(report)), "",
         "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
     ]

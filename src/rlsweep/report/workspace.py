@@ -11,12 +11,13 @@ later (after ``wandb sync`` of offline runs) with
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlsweep.records import write_bytes_atomic
+from rlsweep.records import walk_records, write_bytes_atomic
 from rlsweep.report.model import PHASES, Report
 from rlsweep.report.overrides import is_toggle_dim
 from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN
@@ -151,6 +152,51 @@ def publish_workspace(report: Report, out_dir: Path) -> tuple[Path | None, str |
         print(f"rlsweep report: the W&B workspace could not be {'saved' if path else 'built'} "
               f"({type(exc).__name__}: {reason})", file=sys.stderr)
     return path, None
+
+
+def offline_sync_command(sweep: Path) -> str | None:
+    """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with ``wandb sync``,
+    then saves the sweep's workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline."""
+    from rlsweep.tracking import offline_copies, stable_run_id
+
+    sweep = sweep.resolve()
+    report = sweep / "report"  # the report's own run is in the jobs' logger.dir, else in this folder
+    runs: list[Path] = []
+    report_roots = {report}
+    for folder, record in walk_records(sweep):
+        logged = record.get("logging") or {}
+        if logged.get("wandb_mode") != "offline" or not logged.get("wandb_run_id"):
+            continue
+        root = Path(logged["wandb_dir"]) if logged.get("wandb_dir") else folder
+        if logged.get("wandb_dir"):
+            report_roots.add(root)
+        runs += offline_copies(root / "wandb", str(logged["wandb_run_id"]))
+    if not runs:
+        return None
+    for root in report_roots:
+        runs += offline_copies(root / "wandb", stable_run_id(report))
+    runs = sorted({r.resolve() for r in runs})
+    if runs == sorted(p.resolve() for p in sweep.glob("*/wandb/offline-run-*")):
+        where = f"{shlex.quote(str(sweep))}/*/wandb/offline-run-*"
+    else:
+        where = " ".join(shlex.quote(str(r)) for r in runs)
+    line = f"wandb sync {where}"
+    definition = report / WORKSPACE_FILE
+    if definition.is_file():
+        line += f" && python -m rlsweep.report.workspace {shlex.quote(str(definition))}"
+    return line
+
+
+def print_upload_line(sweep: Path) -> None:
+    """Print how to upload the sweep's offline W&B runs and save its workspace, when it has offline runs."""
+    try:
+        upload = offline_sync_command(sweep)
+    except Exception as exc:  # noqa: BLE001 - a hint only
+        print(f"rlsweep: finding the sweep's offline W&B runs failed: {exc}", file=sys.stderr)
+        return
+    if upload:
+        print(f"\nW&B: this sweep's runs are offline. To upload them and save its workspace to W&B:\n  {upload}",
+              flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
