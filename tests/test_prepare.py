@@ -288,3 +288,33 @@ def test_a_repeated_sweep_reuses_the_cold_compile_and_its_jobs_still_start_alike
     assert cold["second"]["measured_by"]["sweep_dir"] == str(tmp_path / "first")
     markdown = (tmp_path / "second" / "report" / "summary.md").read_text()
     assert f"reused from {tmp_path / 'first'}" in markdown and "## Fixed cost per job" in markdown
+
+
+def test_a_sweeps_last_line_says_where_its_wall_time_went(tmp_path: Path) -> None:
+    """Jobs one after another: their wall_s summed; side by side: their span; an earlier run's preparation
+    (a resumed sweep) is not this command's."""
+    from rlsweep.cli import wall_time_line
+    from rlsweep.results import process_age_s
+
+    def stamp(seconds_ago: float) -> str:
+        import datetime as dt
+
+        when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds_ago)
+        return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    age = process_age_s()
+    assert age is not None and age > 0
+    sweep = tmp_path / "sweep"
+    for num, (start, end) in enumerate([(0.5, 0.3), (0.3, 0.1)]):  # seconds ago: one after the other
+        write_job(sweep, num, {**make_record(compile="none", seed=num, num=num), "wall_s": 0.2,
+                               "started_at": stamp(start), "finished_at": stamp(end)})
+    write_json_atomic(sweep / prepare.PREPARE_FILE, {"prepare_s": 0.1, "written_at": stamp(0.55), "cells": []})
+    line = wall_time_line(sweep, report_s=0.05)
+    assert "the 2 timed jobs 0.4 s (the sum of their wall_s), preparation 0.1 s" in line, line
+    assert "report 0.1 s" in line or "report 0.0 s" in line
+    write_json_atomic(sweep / prepare.PREPARE_FILE, {"prepare_s": 0.1, "written_at": "2000-01-01T00:00:00.000Z"})
+    assert "preparation 0.0 s" in wall_time_line(sweep, report_s=0.05)
+    for num in (0, 1):  # side by side
+        write_job(sweep, num, {**make_record(compile="none", seed=num, num=num), "wall_s": 0.4,
+                               "started_at": stamp(0.5), "finished_at": stamp(0.1)})
+    assert "0.4 s (side by side: 0.8 s of wall_s in all)" in wall_time_line(sweep, report_s=0.0)

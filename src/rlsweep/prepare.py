@@ -283,23 +283,7 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
     t0 = time.perf_counter()
     sweep_dir = Path(sweep_dir)
     labels = [_label(o, c) for o, c in cell_configs]
-    cold: dict[int, Any] = {}  # a compiled cell's cold compile: reused, measured, or the exception it raised
-    keys, plan = {}, []
-    for i, (_, cfg) in enumerate(cell_configs):
-        steps = []
-        if compiles(cfg):
-            keys[i] = one_off_key(cfg)
-            known, why = known_cold(cfg, keys[i][0])
-            if known is not None and mode(cfg.prepare) != "full":
-                cold[i] = {**{k: v for k, v in known.items() if k not in ("files", "depends_on")}, "source": "reused"}
-                steps.append(f"cold compile {known.get('compile_s', 0):.1f} s {why}")
-            else:
-                why = "prepare=full" if known is not None else why
-                steps.append(f"cold compile to measure in a fresh process ({why}){_cold_estimate(cfg, keys[i][0])}")
-        if in_process:
-            steps.append("a warm pass in this process")
-        plan.append(f"  {labels[i]}: " + ("; ".join(steps) or "nothing to pay (a fresh process per job, nothing compiled)"))
-    log.info("preparing %d cell(s), untimed, so that every timed job starts alike:\n%s", len(plan), "\n".join(plan))
+    cold, keys = _plan(cell_configs, labels, in_process)
     measure = [i for i in keys if i not in cold]
     if measure:
         outcomes = run_fresh_locally(sweep_dir / SUBMITIT_FOLDER, [cell_configs[i][1] for i in measure], limit,
@@ -336,6 +320,30 @@ def prepare_sweep(sweep_dir: Path, cell_configs: Sequence[tuple[list[str], Train
               "cold_s": round(cold_s, 3), "warm_s": round(total - cold_s, 3), "cells": kept + entries}
     write_json_atomic(sweep_dir / PREPARE_FILE, record)
     log.info("prepared in %.1f s (cold compiles measured: %d, reused: %d)", total, len(measure), len(keys) - len(measure))
+
+
+def _plan(cell_configs: Sequence[tuple[list[str], TrainConfig]], labels: list[str],
+          in_process: bool) -> tuple[dict[int, Any], dict[int, tuple[str, dict[str, Any]]]]:
+    """Say what the preparation will do for each cell; each compiled cell's key (:func:`one_off_key`) and, where
+    the ledger has it (and ``prepare`` is not ``full``), its cold compile as ``prepare.json`` keeps it."""
+    cold: dict[int, Any] = {}
+    keys, plan = {}, []
+    for i, (_, cfg) in enumerate(cell_configs):
+        steps = []
+        if compiles(cfg):
+            keys[i] = one_off_key(cfg)
+            known, why = known_cold(cfg, keys[i][0])
+            if known is not None and mode(cfg.prepare) != "full":
+                cold[i] = {**{k: v for k, v in known.items() if k not in ("files", "depends_on")}, "source": "reused"}
+                steps.append(f"cold compile {known.get('compile_s', 0):.1f} s {why}")
+            else:
+                why = "prepare=full" if known is not None else why
+                steps.append(f"cold compile to measure in a fresh process ({why}){_cold_estimate(cfg, keys[i][0])}")
+        if in_process:
+            steps.append("a warm pass in this process")
+        plan.append(f"  {labels[i]}: " + ("; ".join(steps) or "nothing to pay (a fresh process per job, nothing compiled)"))
+    log.info("preparing %d cell(s), untimed, so that every timed job starts alike:\n%s", len(plan), "\n".join(plan))
+    return cold, keys
 
 
 def _label(overrides: Sequence[str], cfg: TrainConfig) -> str:
