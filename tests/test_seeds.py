@@ -294,7 +294,7 @@ def test_a_seeds_w_and_b_run_is_finished_when_the_next_seeds_run_fails_to_start(
     seats = _seats(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         try:
-            job._train(seats, tmp_path / "checkpoint.pt", checkpoint.Found())
+            job._train(seats, tmp_path / "checkpoint.pt", checkpoint.Found(), {"start_s": None, "write_s": 0.0})
         finally:
             job._write_records(seats, 0, True, 1.0, [])
     assert finished == [(0, True)]

@@ -14,6 +14,7 @@ import os
 import shlex
 import signal
 import socket
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -209,21 +210,56 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
     return todo, own_done
 
 
+class _TrackersStarting:
+    """Each seat's W&B run started in a thread while the job makes its environments and algorithm, none of which
+    needs W&B; :meth:`wait` before the first iteration, so that W&B's start never overlaps a timed iteration."""
+
+    def __init__(self, seats: list[_Seat]) -> None:
+        self.start_s = self.waited_s = 0.0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, args=(seats,), name="rlsweep-wandb-start", daemon=True)
+        self._thread.start()
+
+    def _start(self, seats: list[_Seat]) -> None:
+        t0 = time.perf_counter()
+        try:
+            for seat in seats:  # each run kept as it starts: however the job ends, _write_records finishes it
+                seat.tracker = _tracker(seat, concurrent=len(seats) > 1)
+        except BaseException as exc:  # noqa: BLE001 - raised in the job's thread by wait()
+            self._error = exc
+        self.start_s = time.perf_counter() - t0
+
+    def join(self) -> None:
+        """Until the thread has ended, whatever it raised."""
+        self._thread.join()
+
+    def wait(self) -> None:
+        """Until every run has started; raises what starting them raised (once)."""
+        t0 = time.perf_counter()
+        self._thread.join()
+        self.waited_s += time.perf_counter() - t0
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 def _train(todo: list[_Seat], ckpt: Path, found: checkpoint.Found, before: dict[str, float | None]) -> None:
     """Train the seats' seeds together, each with its W&B run; put each one's outcome in its record (``before``:
     the job's fixed costs before its clock started: its process's start, writing its running records)."""
-    t0 = time.perf_counter()
-    for seat in todo:  # each run kept as it starts: however the job ends, _write_records finishes every run started
-        seat.tracker = _tracker(seat, concurrent=len(todo) > 1)
-    wandb_init_s = round(time.perf_counter() - t0, 4)
-    trackers = [seat.tracker for seat in todo]
-    outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], [t.log for t in trackers],
-                           checkpoint_path=ckpt, on_stop=lambda: [t.preempted() for t in trackers], found=found)
+    starting = _TrackersStarting(todo)
+    hooks = [lambda row, steps, seat=seat: seat.tracker.log(row, steps) for seat in todo]
+    try:
+        outcomes = train_seeds(todo[0].cfg, [seat.cfg.seed for seat in todo], hooks, checkpoint_path=ckpt,
+                               on_stop=lambda: [seat.tracker.preempted() for seat in todo], found=found,
+                               before_loop=starting.wait)
+    finally:
+        starting.join()  # a job that failed before training still finishes every run it started
     for seat, outcome in zip(todo, outcomes, strict=True):
         seat.record.update(outcome.record())
         fresh = outcome.measurement["process"] == "fresh"  # else the process's start was an earlier job's
         seat.record["fixed_cost"] = {**before, "start_s": before["start_s"] if fresh else None,
-                                     "wandb_init_s": wandb_init_s, **seat.record["fixed_cost"]}
+                                     "wandb_init_s": round(starting.start_s, 4),
+                                     "wandb_wait_s": round(starting.waited_s, 4), **seat.record["fixed_cost"]}
         seat.record["measurement"] = measurement_state(outcome, seat.info)
         if outcome.failed is None:
             seat.record.update(status="ok", error=None)

@@ -35,7 +35,8 @@ STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "
 RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
 
 #: a record's ``fixed_cost`` parts, in the order a job pays them (seconds; docs/reference/record.md)
-FIXED_COST_PARTS = ("start_s", "write_s", "wandb_init_s", "envs_s", "setup_s", "warmup_s", "eval_s", "wandb_finish_s")
+FIXED_COST_PARTS = ("start_s", "write_s", "wandb_init_s", "wandb_wait_s", "envs_s", "setup_s", "warmup_s", "eval_s",
+                    "wandb_finish_s")
 
 #: folders of a sweep that hold no job, not looked into: the report's, W&B's; dot folders neither
 _NOT_JOBS = ("report", "wandb")

@@ -124,12 +124,15 @@ def train(cfg: TrainConfig, on_iteration: IterationHook | None = None,
 
 def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[IterationHook] | None = None,
                 checkpoint_path: Path | None = None, on_stop: Callable[[], None] | None = None,
-                until_warm: bool = False, found: checkpoint.Found | None = None) -> list[TrainOutcome]:
+                until_warm: bool = False, found: checkpoint.Found | None = None,
+                before_loop: Callable[[], None] | None = None) -> list[TrainOutcome]:
     """:func:`train` for each of ``seeds``, all of them together in this process (``seeds_per_job``).
 
     ``on_iteration`` has one hook per seed. One outcome per seed, in order: its episodes, evaluation
     and failure are its own; the timings, compile and throughput are the group's. ``found``: the
     checkpoint at ``checkpoint_path`` as the job read it already (:func:`rlsweep.checkpoint.read`).
+    ``before_loop``: called once everything is set up, before the first iteration (the job waits there
+    for what it started beside the set-up: its W&B runs).
     """
     t_start = time.perf_counter()
     device = resolve_device(cfg.device)
@@ -166,6 +169,8 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             del payload  # restored by copy: its arrays (a replay buffer's) are not held through the training
             # the toggles, torch's lazy first use (the first optimizer imports dynamo), the algorithm, a checkpoint
             fixed["setup_s"] = time.perf_counter() - t_start - fixed["envs_s"]
+            if before_loop is not None:
+                before_loop()
             stop.install()
             log.info("training %s on %s: %d env steps%s, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
                      f" for each of {len(seeds)} seeds together" if len(seeds) > 1 else "", device)
