@@ -255,3 +255,20 @@ def test_a_resumed_job_does_not_hold_its_checkpoint_through_the_training(tmp_pat
     monkeypatch.setattr(checkpoint, "restore", restore)
     train(cfg, on_iteration=on_iteration, checkpoint_path=path)
     assert restored and alive and not any(alive)
+
+
+def test_a_checkpoint_is_of_the_same_config_whatever_the_switches_that_change_no_result() -> None:
+    """The keys that change no job's result are decided once (records.RECORD_VOLATILE): a sweep resumed with
+    prepare=false (or another objective) resumes its unfinished jobs from their checkpoints, as it keeps its
+    finished records; a change that does change the training is still another config."""
+    from helpers import tiny_cfg
+
+    from rlsweep.checkpoint import config_digest
+    from rlsweep.records import RECORD_VOLATILE
+
+    base = config_digest(tiny_cfg("ppo"))
+    for same in ("prepare=false", "prepare=full", "objective.metric=final_return", "resume=true", "progress=true",
+                 "logger.mode=offline", "checkpoint_interval_s=5", "eval_episodes=3"):
+        assert config_digest(tiny_cfg("ppo", same)) == base, same
+    assert config_digest(tiny_cfg("ppo", "algo.lr=0.01")) != base
+    assert {"prepare", "objective"} <= set(RECORD_VOLATILE)

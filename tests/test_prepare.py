@@ -277,13 +277,14 @@ def test_a_repeated_sweep_reuses_the_cold_compile_and_its_jobs_still_start_alike
         proc = run_train([*args, *extra, f"hydra.sweep.dir={sweep}"], env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         cold[run] = next(e for e in prepare.read_prepare(sweep)["cells"] if "compile=default" in e["cell"])["cold"]
+        cold[run]["log"] = [line for line in (proc.stdout + proc.stderr).splitlines() if "cold compile" in line]
         records = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/result.json"))]
         assert [r["measurement"]["compile_cache"] for r in records if r["config"]["compile"]["mode"] != "none"] \
             == ["warm"]
         assert all(r["fixed_cost"]["warmup_s"] > 0 and r["fixed_cost"]["eval_s"] >= 0 for r in records)
         assert "Wall time" in proc.stdout and "the timed jobs" in proc.stdout
         assert "preparing 2 cell(s)" in proc.stderr + proc.stdout
-    assert cold["first"]["source"] == "measured" and cold["full"]["source"] == "measured"
+    assert cold["first"]["source"] == "measured" and cold["full"]["source"] == "measured", cold
     assert cold["second"]["source"] == "reused" and cold["second"]["compile_s"] == cold["first"]["compile_s"]
     assert cold["second"]["measured_by"]["sweep_dir"] == str(tmp_path / "first")
     markdown = (tmp_path / "second" / "report" / "summary.md").read_text()

@@ -27,6 +27,7 @@ import torch
 from rlsweep.config import TrainConfig
 from rlsweep.records import (
     CHECKPOINT_MAGIC,
+    RECORD_VOLATILE,
     checkpoint_head,
     split_checkpoint,
     write_bytes_atomic,
@@ -40,8 +41,10 @@ class CheckpointWriteError(OSError):
     """The checkpoint could not be written (the disk is full, say); the previous one is untouched."""
 
 
-#: config keys that do not change what a job computes
-_VOLATILE = ("progress", "logger", "checkpoint_interval_s", "eval_episodes", "resume")
+#: config keys that do not change a checkpoint's training state: those that change no job's result
+#: (records.RECORD_VOLATILE: a run resumed with prepare=false keeps its checkpoints, as it keeps its
+#: finished records) and the evaluation, which runs after the last checkpoint
+_VOLATILE = (*RECORD_VOLATILE, "eval_episodes")
 
 
 def config_digest(cfg: TrainConfig) -> str:
