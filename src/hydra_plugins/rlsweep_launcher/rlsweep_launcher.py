@@ -447,8 +447,9 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             return
         # cold runs one after another on the job's node, each in a fresh process
         job = executor.submit(prepare.prepare_sweep, sweep_dir, cell_configs, in_process=False, launcher=name)
-        log.info(f"preparation: Slurm job {job.job_id} compiles each compiled cell once, untimed; "
-                 "the sweep's jobs start after it")
+        log.info(f"preparation: Slurm job {job.job_id} measures each compiled cell's cold compile once, untimed, "
+                 "or reuses the one the compile cache's ledger keeps for that node; the sweep's jobs start after it "
+                 f"(its log: {job.paths.stdout})")
         extra = dict(self.params.get("additional_parameters") or {})
         after = f"afterany:{job.job_id}"
         extra["dependency"] = f"{extra['dependency']},{after}" if extra.get("dependency") else after
