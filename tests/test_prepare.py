@@ -121,7 +121,8 @@ def test_jobs_that_started_in_different_states_are_never_a_clean_comparison(
 @pytest.mark.parametrize("launcher, orders", [("basic", ("none,default", "default,none")),
                                               ("submitit_local", ("none,default",))])
 def test_every_timed_job_starts_alike_whatever_the_order_of_the_cells(tmp_path: Path, launcher: str,
-                                                                       orders: tuple[str, ...]) -> None:
+                                                                       orders: tuple[str, ...],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The same 2-cell sweep listed in both orders: every job of it starts in the same state (a warm
     process with the basic launcher, a fresh one otherwise; a warm compile cache for compiled jobs),
     each cell's cold compile is measured apart on an empty cache, and nothing compiled lands in /tmp."""
@@ -133,7 +134,9 @@ def test_every_timed_job_starts_alike_whatever_the_order_of_the_cells(tmp_path: 
         tmp = tmp_path / f"tmp_{order.replace(',', '_')}"
         tmp.mkdir()
         env = {**os.environ, "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(tmp_path / f"cache_{order}")}
-        env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # rlsweep's default folder, as for a user
+        # rlsweep's default folder, as for a user: not the session's (conftest), which run_train passes on
+        env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
         proc = run_train(["-m", "experiment=smoke", f"compile={order}", "compile.functions=[update]", "seed=0,1",
                           "logger.mode=disabled", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep}"], env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -178,12 +181,13 @@ def test_each_size_of_a_cells_groups_of_seeds_is_prepared() -> None:
 
 
 @pytest.mark.slow  # a real sweep with two cold compiles: a minute or two on 2 cores
-def test_a_cells_smaller_last_group_starts_on_a_warm_cache(tmp_path: Path) -> None:
+def test_a_cells_smaller_last_group_starts_on_a_warm_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from helpers import run_train
 
     sweep = tmp_path / "sweep"
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # rlsweep's default folder, not the session's (conftest), which
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # run_train would pass on
     proc = run_train(["-m", "experiment=smoke", "compile=default", "compile.functions=[update]", "seed=0,1,2",
                       "seeds_per_job=2", "logger.mode=disabled", f"hydra.sweep.dir={sweep}"], env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -262,13 +266,15 @@ def test_a_cold_compile_is_reused_only_while_the_files_it_built_are_in_the_cache
 
 
 @pytest.mark.slow  # two real sweeps and a cold compile: a minute or two on 2 cores
-def test_a_repeated_sweep_reuses_the_cold_compile_and_its_jobs_still_start_alike(tmp_path: Path) -> None:
+def test_a_repeated_sweep_reuses_the_cold_compile_and_its_jobs_still_start_alike(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second run of a sweep in the same cache home measures no cold compile: it reuses the first's,
     says so in prepare.json and the report, and its jobs find the same warm cache; prepare=full measures again."""
     from helpers import run_train
 
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # rlsweep's default folder, not the session's (conftest), which
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # run_train would pass on
     args = ["-m", "experiment=smoke", "compile=none,default", "compile.functions=[update]", "seed=0",
             "logger.mode=disabled"]
     cold = {}
