@@ -154,19 +154,11 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
         try:
             timer = PhaseTimer(device)
             algo = cls(cfg, envs, rt, timer)
-            states = [LoopState() for _ in seeds]
             found = (found or checkpoint.read(checkpoint_path, cfg)) if checkpoint_path else checkpoint.Found()
-            payload = checkpoint.load(checkpoint_path, cfg, found) if checkpoint_path else None
-            if payload is not None:
-                checkpoint.restore(payload, algo)
-                envs = algo.envs
-                runner = payload["runner"]
-                states = [LoopState(**st) for st in runner.get("per_seed", [runner])]
-                for st in states:
-                    st.requeues += 1
-                    st.resumed_at_env_steps.append(algo.env_steps)
-                log.info("resumed from %s at %d env steps", checkpoint_path, algo.env_steps)
-            del payload  # restored by copy: its arrays (a replay buffer's) are not held through the training
+            states = _resume(checkpoint_path, cfg, found, algo) if checkpoint_path else None
+            if states is not None:
+                envs = algo.envs  # the restored ones
+            states = states or [LoopState() for _ in seeds]
             # the toggles, torch's lazy first use (the first optimizer imports dynamo), the algorithm, a checkpoint
             fixed["setup_s"] = time.perf_counter() - t_start - fixed["envs_s"]
             if before_loop is not None:
@@ -200,6 +192,23 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             compile_stats.uninstall()
             torch.use_deterministic_algorithms(False)
             envs.close()
+
+
+def _resume(path: Path, cfg: TrainConfig, found: checkpoint.Found, algo: Algorithm) -> list[LoopState] | None:
+    """Restore ``algo`` from the checkpoint at ``path`` when it is whole and of ``cfg``; the loop states it carried,
+    each counting this requeue (None: nothing to resume). Its payload is not held through the training: the
+    algorithm was restored by copy (a replay buffer's arrays)."""
+    payload = checkpoint.load(path, cfg, found)
+    if payload is None:
+        return None
+    checkpoint.restore(payload, algo)
+    runner = payload["runner"]
+    states = [LoopState(**st) for st in runner.get("per_seed", [runner])]
+    for st in states:
+        st.requeues += 1
+        st.resumed_at_env_steps.append(algo.env_steps)
+    log.info("resumed from %s at %d env steps", path, algo.env_steps)
+    return states
 
 
 def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[LoopState], compile_stats: CompileStats,
