@@ -115,7 +115,7 @@ def group_value_errors(args: list[str]) -> list[str]:
     from hydra.errors import HydraException
 
     from rlsweep.config import TrainConfig
-    from rlsweep.hydra_callbacks import _option_error
+    from rlsweep.hydra_callbacks import option_error
     from rlsweep.records import parse_overrides
     from rlsweep.toggles import text
 
@@ -149,7 +149,7 @@ def group_value_errors(args: list[str]) -> list[str]:
             shown = ", ".join(text(v) for v in wrong)
             errors.append(f"{o.input_line}: an option of the config group {key} is a name, not {shown}{choose}")
         elif options and not key.startswith("hydra/") and not o.is_delete():  # a launcher's options are plugins'
-            errors += [_option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
+            errors += [option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
     return errors
 
 

@@ -164,10 +164,10 @@ def _missing_option_line(exc: BaseException) -> str | None:
     group, _, choice = str(exc.missing_cfg_file).rpartition("/")
     if not group:
         return None
-    return _option_error(group, choice, sorted(str(o) for o in exc.options))
+    return option_error(group, choice, sorted(str(o) for o in exc.options))
 
 
-def _option_error(group: str, choice: str, options: list[str]) -> str:
+def option_error(group: str, choice: str, options: list[str]) -> str:
     close = difflib.get_close_matches(choice, options, n=1)
     hint = f" (did you mean {group}={close[0]}?)" if close else ""
     return f"{group}={choice} is not an option of {group}{hint}; choose one of: {', '.join(options)}"
@@ -219,7 +219,7 @@ def _choice_errors(cfg: DictConfig) -> list[str]:
             continue
         options = loader.get_group_options(group)
         if options and choice not in options:
-            errors.append(_option_error(group, str(choice), options))
+            errors.append(option_error(group, str(choice), options))
     return errors
 
 

@@ -107,19 +107,17 @@ def one_off_key(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     """What a cell's cold compile depends on, and its digest: the cell's config but the keys that change no
     compiled graph (:data:`_NOT_COMPILED`, the cache's folder), torch and CUDA, the device (the GPU, or the
     CPU with its flags and the C++ compiler), and the code (rlsweep's and the algorithm's module)."""
-    import inspect
-
     import torch
 
     from rlsweep.algos import algorithm_class
+    from rlsweep.results import source_file
     from rlsweep.runner import resolve_device
     from rlsweep.toggles.compile import vec_isa_key
 
     config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_COMPILED}
     config["compile"].pop("cache_dir", None)
     device = resolve_device(cfg.device)
-    with contextlib.suppress(TypeError, OSError):
-        source = inspect.getsourcefile(algorithm_class(cfg.algo._target_))
+    source = source_file(algorithm_class(cfg.algo._target_))
     depends = {"config": config, "torch": torch.__version__, "torch_git": torch.version.git_version,
                "cuda": torch.version.cuda, "device": device.type,
                "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -184,7 +182,8 @@ def cold_run(cfg: TrainConfig) -> dict[str, Any]:
             shutil.copytree(shared / VEC_ISA_DIR, private / VEC_ISA_DIR)
         entry = run_until_warm(dataclasses.replace(cfg, compile=dataclasses.replace(cfg.compile,
                                                                                    cache_dir=str(private))))
-        entry["files"] = _cache_files(private)  # what the jobs' warm compile will look up
+        # what the jobs' warm compile will look up (the vector-ISA verdicts were copied in, not built)
+        entry["files"] = [f for f in _cache_files(private) if Path(f).parts[0] != VEC_ISA_DIR]
         entry["merged_files"] = merge_cache(private, shared)
         entry["cache_dir"] = str(shared)
         return entry
@@ -193,12 +192,10 @@ def cold_run(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def _cache_files(root: Path) -> list[str]:
-    """The files a compile built in cache ``root`` (relative paths), without locks and the vector-ISA verdicts."""
-    from rlsweep.toggles.compile import VEC_ISA_DIR
-
+    """Every file of compile cache ``root`` (relative paths), without its locks."""
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in ("locks", VEC_ISA_DIR)]
+        dirnames[:] = [d for d in dirnames if d != "locks"]
         out += [str((Path(dirpath) / n).relative_to(root)) for n in filenames if not n.endswith(".lock")]
     return sorted(out)
 
@@ -207,20 +204,15 @@ def merge_cache(source: Path, target: Path) -> int:
     """Copy every file of compile cache ``source`` missing from ``target`` (content-addressed: a file
     there is the same file), each renamed into place; returns how many. Lock files stay behind."""
     copied = 0
-    for dirpath, dirnames, filenames in os.walk(source):
-        dirnames[:] = [d for d in dirnames if d != "locks"]
-        rel = Path(dirpath).relative_to(source)
-        for name in filenames:
-            if name.endswith(".lock"):
-                continue
-            dst = target / rel / name
-            if dst.exists():
-                continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dst.with_name(f".{name}.{uuid.uuid4().hex}.tmp")
-            shutil.copy2(Path(dirpath) / name, tmp)
-            os.replace(tmp, dst)
-            copied += 1
+    for rel in _cache_files(source):
+        dst = target / rel
+        if dst.exists():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex}.tmp")
+        shutil.copy2(source / rel, tmp)
+        os.replace(tmp, dst)
+        copied += 1
     return copied
 
 

@@ -110,14 +110,19 @@ def _inside_work_tree(path: Path, top: str) -> bool:
     return True
 
 
+def source_file(cls: type) -> str | None:
+    """The file a class was defined in; None for one without (defined in an interactive session)."""
+    try:
+        return inspect.getsourcefile(cls)
+    except TypeError:
+        return None
+
+
 def provenance(algorithm: type | str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Which code ran: rlsweep's git state, the algorithm's (its class, or its source file) when it lives in
     another repository, versions."""
     if isinstance(algorithm, type):
-        try:
-            algorithm = inspect.getsourcefile(algorithm)
-        except TypeError:  # a class with no source file (one defined in an interactive session)
-            algorithm = None
+        algorithm = source_file(algorithm)
     code = {"rlsweep": git_state(Path(__file__).resolve())}
     if algorithm is not None and not (
             code["rlsweep"] is not None and _inside_work_tree(Path(algorithm).resolve(), code["rlsweep"]["repo"])):
