@@ -277,3 +277,16 @@ def test_every_bad_option_and_a_sweep_given_twice_are_named_at_once(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "logger.mode is given twice (logger.mode=disabled and logger.mode=offline): the last one is used" \
         in proc.stderr and "mode: offline" in proc.stdout
+
+
+def test_a_sweep_given_after_a_plain_value_replaces_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """An experiment's budget, then a sweep of it: nothing is lost (Hydra keeps the sweep), so it runs, named
+    once; a sweep given before another value of its key would lose its values: refused."""
+    from rlsweep.cli import group_value_errors
+
+    assert group_value_errors(["total_env_steps=256", "seed=0,1", "total_env_steps=4096,8192"]) == []
+    note = capsys.readouterr().err
+    assert note.count("total_env_steps is given twice") == 1 and "the last one is used" in note
+    assert group_value_errors(["seed=0,1", "seed=2", "seed=3"]) == [
+        "seed is given 3 times (seed=0,1 and seed=2 and seed=3): Hydra would keep only the last; "
+        "give each key once (a sweep: key=a,b)"]

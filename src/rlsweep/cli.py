@@ -107,8 +107,8 @@ def _config_dirs(args: list[str]) -> list[Path]:
 
 def group_value_errors(args: list[str]) -> list[str]:
     """What is wrong with the command line's overrides, all at once, before Hydra stops at the first: a key
-    given twice (Hydra keeps the last, so ``dtype=float32,bfloat16 ... dtype=float16`` silently sweeps one
-    value), a config group's value that is a number, a bool or null (``compile=0``: Hydra's traceback), an
+    given again after a sweep of it (Hydra keeps the last, so ``dtype=float32,bfloat16 ... dtype=float16``
+    silently sweeps one value), a config group's value that is a number, a bool or null (``compile=0``: Hydra's traceback), an
     option no config folder has (``dtype=bf16 compile=maxauto``: both named)."""
     import dataclasses
 
@@ -129,15 +129,20 @@ def group_value_errors(args: list[str]) -> list[str]:
               or f.name in ("algo", "env", "logger", "compile", "dtype", "backend", "objective")}
     groups |= {p.name for d in dirs for p in d.iterdir() if p.is_dir()}
     errors = []
-    seen: dict[str, Any] = {}
+    given: dict[str, list[Any]] = {}
+    for o in parsed:
+        if not o.is_delete():
+            given.setdefault(o.key_or_group, []).append(o)
+    for key, each in given.items():
+        if len(each) > 1:
+            times = "twice" if len(each) == 2 else f"{len(each)} times"
+            twice = f"{key} is given {times} ({' and '.join(o.input_line for o in each)})"
+            if any(o.is_sweep_override() for o in each[:-1]):  # Hydra keeps the last: a sweep would lose its values
+                errors.append(f"{twice}: Hydra would keep only the last; give each key once (a sweep: key=a,b)")
+            else:  # a plain value replaced, as Hydra users expect (e.g. an experiment's budget, then a sweep's)
+                print(f"rlsweep: {twice}: the last one is used", file=sys.stderr)
     for o in parsed:
         key = o.key_or_group
-        if (first := seen.setdefault(key, o)) is not o and not o.is_delete():
-            twice = f"{key} is given twice ({first.input_line} and {o.input_line})"
-            if first.is_sweep_override() or o.is_sweep_override():  # the sweep would silently lose its values
-                errors.append(f"{twice}: Hydra would keep only the last; give each key once (a sweep: key=a,b)")
-            else:
-                print(f"rlsweep: {twice}: the last one is used", file=sys.stderr)
         if "/" not in key and key not in groups:
             continue
         value = o.value()

@@ -23,6 +23,9 @@ pytestmark = pytest.mark.slurm
 # submitit polls sacct and then waits ~15 s for a result file that never comes.
 RESULT_TIMEOUT_S = 60
 CANCEL_BOUND_S = 60
+# the cluster's 2 CPUs are shared with the other pytest worker's Slurm sweeps: a job may queue behind them
+# (seen in CI: PENDING for over a minute), which is the queue's time, not what these tests measure
+QUEUE_BOUND_S = 900
 
 
 def _executor(folder: Path, partition: str, **params: Any) -> submitit.AutoExecutor:
@@ -66,7 +69,15 @@ def _wait_state(job: submitit.Job, state: str, timeout_s: float) -> None:
     pytest.fail(f"job {job.job_id}: state {seen!r}, not {state!r}, {timeout_s} s after its result")
 
 
+def _wait_started(job: submitit.Job) -> None:
+    """Wait while the job queues (no failure here: a job that never starts fails its test's next bound)."""
+    deadline = time.monotonic() + QUEUE_BOUND_S
+    while time.monotonic() < deadline and job.get_info(mode="force").get("State", "PENDING") == "PENDING":
+        time.sleep(0.5)
+
+
 def _wait_running(job: submitit.Job, timeout_s: float) -> None:
+    _wait_started(job)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         state = job.get_info(mode="force").get("State", "")
@@ -80,6 +91,7 @@ def _wait_running(job: submitit.Job, timeout_s: float) -> None:
 def test_submit_returns_result(slurm_cluster, tmp_path):
     job = _executor(tmp_path, slurm_cluster.partition).submit(operator.add, 2, 3)
     try:
+        _wait_started(job)
         assert _result_within(job, RESULT_TIMEOUT_S) == 5
     except BaseException:
         job.cancel(check=False)
@@ -95,6 +107,7 @@ def test_setup_lines_export_env(slurm_cluster, tmp_path):
     )
     job = executor.submit(os.getenv, "RLSWEEP_SETUP_PROBE")
     try:
+        _wait_started(job)
         assert _result_within(job, RESULT_TIMEOUT_S) == "ok"
     finally:
         job.cancel(check=False)

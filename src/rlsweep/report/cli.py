@@ -72,5 +72,5 @@ def main(argv: Sequence[str]) -> int:
             print(f"W&B workspace of this sweep: {url}")
         elif workspace is not None:
             print(f"W&B workspace definition: {workspace} (saved to W&B by a report of online runs)")
-    print_upload_line(Path(args.sweep_dir))
+        print_upload_line(Path(args.sweep_dir))
     return 0
