@@ -188,6 +188,22 @@ def test_the_report_says_the_run_order(tmp_path: Path) -> None:
     assert "drift of the machine lands on whole cells" in render_markdown(cell_major)
     untimed = build(tmp_path / "c", [make_record(seed=0), make_record(compile="default", seed=0)])
     assert untimed.run_order["order"] == "unknown"
+    # the launcher alternates the cells' order from one seed to the next, and the report says it did
+    alternating = sweep([(0, 0), (1, 0), (1, 1), (0, 1)], tmp_path / "d")
+    assert "(the cells' order alternating from one seed to the next)" in alternating.run_order["text"]
+    assert "(the cells in the same order every seed)" in seed_major.run_order["text"]
+
+
+def test_seeds_trained_together_run_in_the_round_of_their_first_seed(tmp_path: Path) -> None:
+    """seeds_per_job=1,2 seeds 0,1: the launcher starts (alone, 0) then the group (0, 1), then (alone, 1); the
+    group's seeds share one process and its start time, and the report calls the order seed-major, as the
+    launcher did (it read "mixed")."""
+    recs = [timed(make_record(seed=0, rate=100), 0, 9), timed(make_record(compile="default", seed=0, rate=150), 10, 19),
+            timed(make_record(compile="default", seed=1, rate=150), 10, 19), timed(make_record(seed=1, rate=100), 20, 29)]
+    for rec in recs[1:3]:
+        rec["group"] = {"seeds": [0, 1], "jobs": [1, 2], "leader": 1}
+    report = build(tmp_path, recs)
+    assert report.run_order["order"] == "seed-major" and report.run_order["n_timed_jobs"] == 4
 
 
 # -------------------------------------------------------------------- end to end
@@ -206,8 +222,8 @@ def test_end_to_end_ratio_and_the_break_even_budget(tmp_path: Path) -> None:
     report = build(tmp_path, recs)
     comp = cell(report, compile="default")
     assert comp.ratio == pytest.approx(2.0)
-    assert comp.end_to_end_ratio == pytest.approx(0.5)
-    assert comp.end_to_end_ci_method == "seeds"
+    assert comp.end_to_end_ratio == pytest.approx(0.5, rel=1e-3)  # the geometric mean of 10/20, 10.2/20.2, 9.8/19.8
+    assert comp.end_to_end_ci_method == "paired by seed"
     assert 9.8 / 20.2 <= comp.end_to_end_ci_low <= 0.5 <= comp.end_to_end_ci_high <= 10.2 / 19.8
     assert comp.fixed_cost_s == pytest.approx(15.0) and cell(report, compile="none").fixed_cost_s == pytest.approx(0)
     assert comp.break_even_env_steps == pytest.approx(3000.0)
@@ -226,7 +242,7 @@ def test_one_seed_gives_an_end_to_end_ratio_without_interval(tmp_path: Path) -> 
     base["wall_s"], comp["wall_s"] = 10.0, 8.0
     comp_cell = cell(build(tmp_path, [base, comp]), compile="default")
     assert comp_cell.end_to_end_ratio == pytest.approx(1.25)
-    assert comp_cell.end_to_end_ci_low is None and "fewer than 2 seeds" in comp_cell.end_to_end_note
+    assert comp_cell.end_to_end_ci_low is None and "no interval: 1 seed" in comp_cell.end_to_end_note
     assert comp_cell.break_even_env_steps is None  # faster and cheaper: no break-even
 
 

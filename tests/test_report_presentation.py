@@ -10,7 +10,7 @@ import pytest
 import yaml
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
-from matplotlib.container import BarContainer
+from matplotlib.container import ErrorbarContainer
 from matplotlib.lines import Line2D
 from test_report import TWO_BY_TWO, cell, make_record, make_sweep, write_job
 
@@ -62,9 +62,14 @@ def test_terminal_summary_fits_120_columns_and_leads_with_the_toggle_that_paid(
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= TERMINAL_WIDTH, max(lines, key=len)
-    assert lines[0].startswith("Verdict: compile=default twin_modules=true: 1.65x [")
-    assert "steady" in lines[0] and "end to end" in lines[0] and lines[0].endswith("; clean")
-    assert lines[1].startswith("Toggle that pays most: compile: none -> default: 1.44x")
+    # first each toggle's own effect, then the best combination
+    assert lines[0].startswith("Each toggle on its own")
+    assert lines[1].startswith("  compile: none -> default: 1.44x [") and "end to end" in lines[1]
+    verdict = " ".join(out.split("\n\n")[0].split())
+    assert "twin_modules: false -> true: 1.15x [" in verdict
+    best = verdict[verdict.index("Best combination: "):]
+    assert best.startswith("Best combination: compile=default twin_modules=true: 1.65x [")
+    assert "steady" in best and "end to end" in best and best.endswith("; clean")
     # the table's row of each cell, with both ratios on it
     row = next(line for line in lines if line.startswith("  compile=default twin_modules=true ") and "2/2" in line)
     assert "1.65 [" in row and "165.0" in row
@@ -72,18 +77,18 @@ def test_terminal_summary_fits_120_columns_and_leads_with_the_toggle_that_paid(
     md = (sweep / "report" / "summary.md").read_text()
     assert "graph_breaks" in md and "update median_ms" in md
     assert max(len(line) for line in md.splitlines()) > TERMINAL_WIDTH
-    assert "Verdict: compile=default twin_modules=true" in md
+    assert "Best combination: compile=default twin_modules=true" in md and "## Each toggle on its own" in md
 
 
 def test_the_verdict_says_when_the_best_cell_is_not_clean(tmp_path: Path) -> None:
     report = rp.build_report(rp.load_sweep(two_by_two(tmp_path, learning_off=True)))
-    first = rp.render_table(report, color=False).splitlines()[0]
-    assert first.startswith("Verdict: compile=default twin_modules=true:") and first.endswith("LEARNING differs")
+    verdict = " ".join(rp.render_table(report, color=False).split("\n\n")[0].split())
+    assert "Best combination: compile=default twin_modules=true:" in verdict and verdict.endswith("LEARNING differs")
     best = cell(report, compile="default", twin_modules="true")
     best.flags.append("drift")
     text = rp.render_table(report, color=False)
     verdict = " ".join(text.split("\n\n")[0].split())  # the verdict wraps onto a second line
-    assert verdict.startswith("Verdict: compile=default twin_modules=true: 1.65x")
+    assert "Best combination: compile=default twin_modules=true: 1.65x" in verdict
     assert "end to end; NOT CLEAN (drift), LEARNING differs" in verdict
     assert "compile=default twin_modules=true: NOT CLEAN: drift" in text
     assert all(len(line) <= TERMINAL_WIDTH for line in text.splitlines())
@@ -104,7 +109,8 @@ def test_long_cell_labels_wrap_inside_their_column(tmp_path: Path) -> None:
     visible = [line.replace("\x1b[1;32m", "").replace("\x1b[1;31m", "").replace("\x1b[0m", "")
                for line in text.splitlines()]
     assert max(len(line) for line in visible) <= TERMINAL_WIDTH
-    assert visible[0].startswith("Verdict: compile=max-autotune-no-cudagraphs dtype=bfloat16: 1.43x")
+    verdict = " ".join(" ".join(visible).split("  ")).split("Best combination: ")[1]
+    assert verdict.startswith("compile=max-autotune-no-cudagraphs dtype=bfloat16: 1.43x")
 
 
 def test_a_sweep_without_a_comparison_says_so(tmp_path: Path) -> None:
@@ -124,7 +130,7 @@ def test_a_hyper_parameter_sweep_compares_with_the_configs_default(
     assert rp.main([str(sweep), "--no-plots", "--no-wandb"]) == 0
     out = capsys.readouterr().out
     assert "Baseline: algo.lr=0.0003 (the config's default)" in out
-    assert out.splitlines()[0].startswith("Verdict: algo.lr=0.001: 1.50x")
+    assert out.splitlines()[0].startswith("Best cell: algo.lr=0.001: 1.50x steady (no interval (1 seed)")
     report = rp.build_report(rp.load_sweep(sweep))
     assert report.baseline_labels == ["algo.lr=0.0003"]
     assert cell(report, **{"algo.lr": "0.001"}).ratio == pytest.approx(1.5)
@@ -192,23 +198,33 @@ def test_a_report_that_cannot_be_written_says_why_and_exits_non_zero(
 # ---------------------------------------------------------------------------------- plots
 
 
-def test_ratio_plot_shows_both_ratios_their_intervals_a_legend_and_the_tables_marks(tmp_path: Path) -> None:
+def test_ratio_plot_shows_each_toggle_then_each_cell_both_ratios_their_intervals_and_the_tables_marks(
+        tmp_path: Path) -> None:
     report = rp.build_report(rp.load_sweep(two_by_two(tmp_path, learning_off=True)))
     flagged = cell(report, compile="none", twin_modules="true")
     flagged.flags.append("drift")
     fig = ratio_figure(report)
     ax = fig.axes[0]
-    steady, e2e = [c for c in ax.containers if isinstance(c, BarContainer)]
-    order = [c for c in report.cells if c.ratio is not None]
-    assert [bar.get_width() for bar in steady] == pytest.approx([c.ratio for c in order])
-    assert [bar.get_width() for bar in e2e] == pytest.approx([c.end_to_end_ratio for c in order])
-    assert steady[0].get_facecolor() != e2e[0].get_facecolor()
-    # the end-to-end bars carry their CI: the error bar of the best cell spans [ci_low, ci_high]
+    steady, e2e = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    rows = [e for e in report.marginal_effects] + [c for c in report.cells if c.ratio is not None]
+    assert list(steady.lines[0].get_xdata()) == pytest.approx(
+        [e.effect for e in report.marginal_effects] + [c.ratio for c in report.cells])
+    assert list(e2e.lines[0].get_xdata()) == pytest.approx(
+        [e.end_to_end for e in report.marginal_effects] + [c.end_to_end_ratio for c in report.cells])
+    assert steady.lines[0].get_color() != e2e.lines[0].get_color()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[:2] == ["compile: none -> default (own effect)", "twin_modules: false -> true (own effect)"]
+    assert len(labels) == len(rows)
+    # the end-to-end points carry their interval: the best cell's spans [ci_low, ci_high]
     best = cell(report, compile="default", twin_modules="true")
     assert best.end_to_end_ci_low < best.end_to_end_ratio < best.end_to_end_ci_high
-    spans = [tuple(sorted(seg[:, 0])) for seg in e2e.errorbar.lines[2][0].get_segments()]
+    spans = [tuple(sorted(seg[:, 0])) for seg in e2e.lines[2][0].get_segments()]
     assert (pytest.approx(best.end_to_end_ci_low), pytest.approx(best.end_to_end_ci_high)) in [
         (pytest.approx(lo), pytest.approx(hi)) for lo, hi in spans]
+    # a log axis fitted to the data: from just below the lowest interval to just above the highest
+    assert ax.get_xscale() == "log"
+    low, high = ax.get_xlim()
+    assert 0.8 < low < 1.0 and 1.65 < high < 2.2
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("steady state" in t for t in legend) and any("end to end" in t for t in legend)
     assert any("NOT CLEAN" in t for t in legend) and any("LEARNING" in t for t in legend)
@@ -216,7 +232,7 @@ def test_ratio_plot_shows_both_ratios_their_intervals_a_legend_and_the_tables_ma
     ticks = {t.get_text(): y for t, y in zip(ax.get_yticklabels(), ax.get_yticks())}
     assert abs(marks["NOT CLEAN (drift)"] - ticks[flagged.label]) < 0.5
     assert abs(marks["LEARNING"] - ticks[best.label]) < 0.5
-    assert len(ax.texts) == 2  # only the cells the tables flag are marked
+    assert len(ax.texts) == 3  # only the rows the tables flag are marked (twin_modules changed the numbers too)
 
 
 def test_learning_curves_tell_identical_cells_apart(tmp_path: Path) -> None:

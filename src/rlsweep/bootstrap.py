@@ -8,8 +8,10 @@ independent samples (a report's cells: separate jobs; each side resampled on its
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -83,3 +85,112 @@ def learning_difference(ours: Sequence[float], peer: Sequence[float], n_boot: in
             "mean_diff": float(a.mean() - b.mean()), "ci_low": float(lo), "ci_high": float(hi),
             "p_improvement": float(_p_improvement(a, b)), "p_improvement_ci": [float(p_lo), float(p_hi)],
             "no_worse": bool(hi >= 0)}
+
+
+# ------------------------------------------------------------------ a ratio over a few seeds
+# A percentile bootstrap over 2-5 seeds is far too sure (two seeds give three possible medians), so a
+# report's ratios use Student's t on the seeds' log ratios: exact for log-normal noise, and wide where
+# the evidence is thin, as it should be. Checked by simulation and on no-op toggles (docs/guide/report.md).
+
+#: Student's t, 97.5% quantile, for 1..30 degrees of freedom
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t975(df: float) -> float:
+    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (a fractional df rounds down: wider)."""
+    k = max(1, int(df))
+    if k <= len(_T975):
+        return _T975[k - 1]
+    z = 1.959964  # Cornish-Fisher expansion: within 1e-3 of the exact value beyond 30
+    return z + (z ** 3 + z) / (4 * k) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * k * k)
+
+
+@dataclass
+class SeedRatio:
+    """A ratio x / y over seeds: ``ratio`` = the geometric mean of the per-seed ratios (paired by seed) or of
+    each side's geometric means (unpaired), its 95% interval (None: no interval, ``why`` says why), ``method``
+    ("paired by seed" or "unpaired seeds"), ``n`` (pairs, or the smaller side) and ``log_sd``, the spread of
+    one seed's log ratio, from which :meth:`seeds_for` says how many seeds would resolve an effect."""
+
+    ratio: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    method: str | None = None
+    n: int = 0
+    log_sd: float | None = None
+    why: str | None = None
+
+    def seeds_for(self, effect: float | None = None) -> int | None:
+        """Seeds per cell whose interval would exclude 1 for an effect of ``effect`` (default: the one seen)
+        at this noise; None when there is no noise estimate or no effect."""
+        size = abs(math.log(effect if effect is not None else self.ratio))
+        if self.log_sd is None or size < 1e-9:
+            return None
+        spread = self.log_sd * (1.0 if self.method == "paired by seed" else math.sqrt(2.0))
+        n = 2
+        while n < 10_000 and t975(n - 1) * spread / math.sqrt(n) >= size:
+            n += 1
+        return n
+
+
+def seed_ratio(x: Mapping[str, float], y: Mapping[str, float]) -> SeedRatio:
+    """x / y over seeds (``{seed: value}``, positive values): paired by seed when at least two seeds ran on
+    both sides (a round of seeds ran close in time, so the machine's drift between rounds cancels), else
+    unpaired (Welch) when each side has two; with fewer there is no honest interval and ``why`` says so."""
+    common = [s for s in x if s in y]
+    if len(common) >= 2:
+        d = np.log([x[s] for s in common]) - np.log([y[s] for s in common])
+        sd = float(np.std(d, ddof=1))
+        half = t975(len(d) - 1) * sd / math.sqrt(len(d))
+        m = float(d.mean())
+        return SeedRatio(math.exp(m), math.exp(m - half), math.exp(m + half), "paired by seed", len(d), sd)
+    lx, ly = np.log(list(x.values())), np.log(list(y.values()))
+    point = math.exp(float(lx.mean() - ly.mean())) if len(lx) and len(ly) else math.nan
+    if len(lx) < 2 or len(ly) < 2:
+        n = min(len(lx), len(ly))
+        return SeedRatio(point, n=n, why=f"{n} seed{'s' if n != 1 else ''}")
+    vx, vy = lx.var(ddof=1) / len(lx), ly.var(ddof=1) / len(ly)
+    se = math.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(lx) - 1) + vy ** 2 / (len(ly) - 1)) if se > 0 else len(lx) + len(ly) - 2
+    half = t975(df) * se
+    pooled = math.sqrt((lx.var(ddof=1) + ly.var(ddof=1)) / 2)
+    return SeedRatio(point, point * math.exp(-half), point * math.exp(half), "unpaired seeds",
+                     min(len(lx), len(ly)), pooled)
+
+
+# ------------------------------------------------------------------ learning, as the field compares it
+# rliable (Agarwal et al., 2021): the interquartile mean of the runs' scores with a stratified bootstrap
+# interval (one task here, so the strata are the one task's seeds), and the probability of improvement.
+# Written here rather than imported: rliable needs arch and scipy for these few lines of numpy.
+
+
+def iqm(values: np.ndarray) -> np.ndarray:
+    """The interquartile mean over the last axis: the mean of the middle half (scipy's trim_mean(x, 0.25))."""
+    x = np.sort(values, axis=-1)
+    k = int(0.25 * x.shape[-1])
+    return x[..., k:x.shape[-1] - k].mean(axis=-1)
+
+
+def iqm_with_ci(values: Sequence[float], rng: np.random.Generator, n: int) -> tuple[float, float, float]:
+    """The IQM of ``values`` and its 95% percentile-bootstrap interval (seeds resampled)."""
+    x = np.asarray(values, dtype=float)
+    lo, hi = interval(iqm(x[rng.integers(0, len(x), size=(n, len(x)))]))
+    return float(iqm(x)), lo, hi
+
+
+def p_improvement(x: Mapping[str, float], y: Mapping[str, float], rng: np.random.Generator,
+                  n: int) -> tuple[float, float, float, bool]:
+    """P(a run of x scores more than a run of y), ties half, with its 95% bootstrap interval, and whether it
+    was paired: by seed when both ran the same seeds (the same seed starts from the same weights and
+    episodes), else over all pairs of runs (rliable's)."""
+    if set(x) == set(y):
+        seeds = sorted(x)
+        a, b = np.array([x[s] for s in seeds]), np.array([y[s] for s in seeds])
+        wins = (a > b) + 0.5 * (a == b)
+        return float(wins.mean()), *interval(wins[rng.integers(0, len(wins), size=(n, len(wins)))].mean(axis=1)), True
+    a, b = np.array(list(x.values())), np.array(list(y.values()))
+    k = min(n, 2000)
+    samples = _p_improvement(a[rng.integers(0, len(a), size=(k, len(a)))], b[rng.integers(0, len(b), size=(k, len(b)))])
+    return float(_p_improvement(a, b)), *interval(samples), False

@@ -2,7 +2,7 @@
 
 Jobs sharing a machine's cores distort each other's timings (docs/results/bench_choices.md), so
 local jobs run at most ``CPUs // threads per job`` at once; a shared machine's drift should spread
-over every cell, so jobs start seed-major. No torch: the launcher plugin calls these in the
+over every cell, so jobs start seed-major, the cells' order alternating from one seed to the next. No torch: the launcher plugin calls these in the
 launching process.
 """
 
@@ -61,12 +61,14 @@ def job_threads(overrides: Sequence[str], base_threads: Any, environ: Mapping[st
 
 
 def seed_major_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
-    """Indices of the jobs in run order: every cell's first seed, then every cell's second seed, ...; within
-    a seed, the sweep's order: ``compile=none,default seed=0,1`` runs (none,0) (default,0) (none,1) (default,1).
+    """Indices of the jobs in run order: every cell's first seed, then every cell's second seed, ...; the
+    cells in the sweep's order for the first seed, reversed for the second, and so on, so that whatever
+    favours the first (or last) job of a round falls on every cell alike: ``compile=none,default seed=0,1``
+    runs (none,0) (default,0) (default,1) (none,1).
     """
     seeds = [(_override_values(o, SEED_KEY) or [""])[-1] for o in job_overrides]
     rank = {s: i for i, s in enumerate(dict.fromkeys(seeds))}
-    return sorted(range(len(job_overrides)), key=lambda i: rank[seeds[i]])
+    return sorted(range(len(job_overrides)), key=lambda i: (rank[seeds[i]], -i if rank[seeds[i]] % 2 else i))
 
 
 def seed_groups(job_overrides: Sequence[Sequence[str]], base_seeds_per_job: Any) -> list[list[int]]:

@@ -108,6 +108,12 @@ class ToggleContract:
             "a different seed must give different parameters, or this comparison proves nothing")
         self.effect.assert_keeps_the_numbers(p1, p0, lambda: initial_parameters(tiny_cfg(algo)))
 
+    def test_a_toggle_that_declares_it_keeps_the_numbers_is_held_to_bit_exact(self) -> None:
+        """The report flags a keeps_numbers toggle loudly when a seed's return changes: the contract's
+        numerical check (test_matches_baseline_numerically) must then be bit-exact, not a tolerance."""
+        exact = self.effect.rtol == self.effect.atol == self.effect.drift == 0
+        assert exact or not self.toggle.keeps_numbers
+
     def test_works_with_compile(self) -> None:
         out = train(tiny_cfg("ppo", *self.on, "compile=default"))
         assert out.toggles[self.toggle.name]["value"] == self.on_value

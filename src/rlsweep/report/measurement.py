@@ -150,8 +150,7 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
         info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
         threads = positive_int(fp.get("num_threads")) or 1
-        group = section(rec, "group")
-        if group.get("jobs") and group["jobs"][0] != info.get("num"):
+        if not _group_leader(job):
             threads = 0  # seeds_per_job: its group's first seed's process kept these threads busy, counted once
         # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;
         # local jobs share the launching process's affinity mask (usable_cpus)
@@ -211,16 +210,25 @@ def max_concurrent(all_spans: Sequence[Span]) -> int:
     return int(_load(processes)[2].max()) if processes else 0
 
 
+def _group_leader(job: Job) -> bool:
+    """A job that trained alone, or the first of the seeds trained with it in one process."""
+    members = section(job.record, "group").get("jobs")
+    return not members or members[0] == section(job.record, "job").get("num")
+
+
 def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     """How the jobs were started: seed-major (interleaved), cell-major (seeds back to back), ...
 
     Read from the records' ``started_at`` (ties: ``job.num``); see :class:`~rlsweep.report.model.Report`.
     """
     timed = sorted(spans(jobs), key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
-    concurrent = max_concurrent(timed)
+    concurrent, n_timed = max_concurrent(timed), len(timed)
+    # seeds trained together (seeds_per_job) started as one process: their group's first seed stands for them,
+    # in the round of that seed, as the launcher scheduled it
+    timed = [s for s in timed if _group_leader(s.job)]
     launchers = sorted({str(section(s.job.record, "job").get("launcher") or UNKNOWN) for s in timed})
     limits = sorted({str(m) for s in timed if (m := section(s.job.record, "job").get("max_parallel"))})
-    base = {"n_timed_jobs": len(timed), "max_concurrent": concurrent, "launchers": launchers, "max_parallel": limits}
+    base = {"n_timed_jobs": n_timed, "max_concurrent": concurrent, "launchers": launchers, "max_parallel": limits}
     if len(timed) < 2:
         return {**base, "order": "unknown", "text": "unknown: fewer than two jobs carry start and end times"}
     cells = [tuple(s.job.key.get(d, UNKNOWN) for d in dims) for s in timed]
@@ -237,8 +245,11 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     elif n_cells < 2:
         order, what = "single cell", "one cell: its seeds one after another"
     elif contiguous(seeds):
+        rounds = [[c for c, s in zip(cells, seeds) if s == seed] for seed in dict.fromkeys(seeds)]
+        turns = ("the cells' order alternating from one seed to the next" if all(
+            r == p[::-1] for p, r in zip(rounds, rounds[1:])) else "the cells in the same order every seed")
         order, what = "seed-major", ("interleaved, seed-major: every cell's first seed, then every "
-                                     "cell's next seed, ...; drift of the machine spreads over all cells")
+                                     f"cell's next seed, ... ({turns}); drift of the machine spreads over all cells")
     elif contiguous(cells):
         order, what = "cell-major", ("cell-major: each cell's seeds ran back to back, so drift of the "
                                      "machine lands on whole cells and their ratios carry it")

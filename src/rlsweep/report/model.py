@@ -13,6 +13,8 @@ from rlsweep.toggles import TOGGLES
 SCHEMA_VERSION = 1
 PHASES = ("env_step", "act", "h2d", "d2h", "update")
 TOGGLE_NAMES = tuple(t.name for t in TOGGLES)
+#: the toggles that must keep every number (:attr:`Toggle.keeps_numbers`)
+KEEPS_NUMBERS = frozenset(t.name for t in TOGGLES if t.keeps_numbers)
 #: every toggle off (:meth:`Toggle.baseline`), as the report compares values (``"false"``, ``"none"``)
 DEFAULT_BASELINE: dict[str, str] = {dim: norm_value(off) for t in TOGGLES for dim, off in t.baseline().items()}
 #: a toggle's values in the order it lists them (the fallback baseline is the first one present)
@@ -45,10 +47,16 @@ FLAG_STATE = "state_differs"
 STATUS_MISSING = "missing"
 
 CI_RULE = (
-    "95% CI: percentile bootstrap of the ratio of medians ({n} resamples, RNG seed {seed}). "
-    "'seeds' = seeds of both cells resampled (both cells have >= 2 ok seeds); "
-    "'iterations' = steady-state per-iteration env_steps_per_s resampled (fewer seeds; "
-    "optimistic, since iterations of one run are correlated)."
+    "95% CI over seeds: Student's t on the seeds' log ratios. 'paired by seed' = each seed's ratio to the "
+    "same seed of the baseline (a round of seeds runs close in time, and the launcher alternates the cells' "
+    "order from one round to the next, so the machine's drift and a first-in-round effect cancel), when "
+    ">= 2 seeds ran in both; 'unpaired seeds' = Welch's interval on each side's log values. One seed: no "
+    "interval (a job's own iterations say nothing of how the next job will run). Two seeds give a wide "
+    "interval, honestly: the spread of two values is itself barely known. A toggle's effect pools, seed by "
+    "seed, the pairs of cells that differ only in it (geometric mean), then the same interval over seeds. "
+    "'seeds needed' = seeds per cell whose interval would exclude 1 for an effect of the size seen, at the "
+    "noise seen. Coverage of this method by simulation and on no-op toggles: docs/guide/report.md. "
+    "Learning intervals are percentile bootstraps ({n} resamples, RNG seed {seed})."
 )
 FLAG_RULE = (
     "Measurement flags (a flagged cell's ratio, and the ratio of any cell whose baseline is flagged, "
@@ -78,8 +86,7 @@ FLAG_RULE = (
 END_TO_END_RULE = (
     "Steady state vs end to end: 'ratio' = steady-state env_steps_per_s (warm-up and compile "
     "excluded) of the cell / the baseline's; 'end_to_end_ratio' = the baseline's whole-job wall_s / "
-    "the cell's (>1: the cell finished sooner), medians over seeds, 95% CI by resampling seeds "
-    "(both cells >= 2 seeds). A job's wall_s runs from just before W&B/env set-up to the end of "
+    "the cell's (>1: the cell finished sooner), over seeds with the same interval as the steady ratio. A job's wall_s runs from just before W&B/env set-up to the end of "
     "the final evaluation: environment creation, compilation, warm-up, training and evaluation "
     "are in it; the interpreter's start-up, imports and Hydra's composition (paid once per "
     "process: once per sweep with the basic launcher, once per job with submitit) are not. "
@@ -88,9 +95,16 @@ END_TO_END_RULE = (
     "per-step saving (1/rate_baseline - 1/rate_cell) env steps."
 )
 LEARNING_RULE = (
-    "Learning check: noise s = std of final_return over seeds (>= 2 seeds) or the job's "
-    "eval-episode final_return_std (1 seed); pooled s_p = sqrt((s_cell^2 + s_base^2)/2); "
-    "flag when |median_cell - median_base| > max(2*s_p, 5% of |median_base|)."
+    "Learning check: per cell, the interquartile mean (IQM) of the seeds' final returns with a 95% "
+    "percentile-bootstrap interval over seeds (rliable's statistics, one task); against the baseline, the "
+    "probability of improvement P(a seed of the cell ends higher than one of the baseline's, ties half), paired "
+    "by seed when both ran the same seeds (the same seed starts from the same weights and episodes), else over "
+    "all pairs of seeds, with its bootstrap interval. Flagged: a cell that differs from its baseline only in "
+    "toggles that must keep every number (twin_modules, inplace, pin_memory, non_blocking) and whose final "
+    "return differs for some seed (on a CPU a bug; on CUDA possibly kernels that are not deterministic), or "
+    "any cell whose median final return differs from the baseline's by more than max(2 s_p, 5% of "
+    "|median_base|), s_p the pooled spread (std over seeds; one seed: its eval episodes' std). With fewer than "
+    "5 seeds a cell the rule does not flag may still learn differently: read the IQMs and P(improvement)."
 )
 
 
@@ -177,6 +191,9 @@ class CellSummary:
     seeds_ok: list[str] = field(default_factory=list)
     env_steps_per_s: float | None = None
     env_steps_per_s_seeds: list[float] = field(default_factory=list)
+    # the same by seed ("?<job>" when a record has none): what the intervals pair across cells
+    rate_by_seed: dict[str, float] = field(default_factory=dict, repr=False)
+    wall_by_seed: dict[str, float] = field(default_factory=dict, repr=False)
     updates_per_s: float | None = None
     phase_median_ms: dict[str, float | None] = field(default_factory=dict)
     phase_total_s: dict[str, float | None] = field(default_factory=dict)
@@ -199,6 +216,8 @@ class CellSummary:
     ci_low: float | None = None
     ci_high: float | None = None
     ci_method: str | None = None
+    ci_n: int | None = None  # the seeds (pairs) the interval is over
+    seeds_needed: int | None = None  # seeds per cell that would resolve an effect of the size seen, at this noise
     ratio_note: str | None = None
     ratio_clean: bool | None = None
     flags: list[str] = field(default_factory=list)
@@ -220,8 +239,18 @@ class CellSummary:
     final_return_q25: float | None = None
     final_return_q75: float | None = None
     final_return_iqr_over: str | None = None
+    # the field's statistics (rliable): the interquartile mean of the seeds' final returns with its bootstrap
+    # interval; against the baseline, P(a seed of this cell ends higher than one of the baseline's), paired by
+    # seed when both ran the same seeds, and whether every seed's final return is the baseline's, exactly
+    final_return_iqm: float | None = None
+    final_return_iqm_ci: tuple[float, float] | None = None
+    p_improvement: float | None = None
+    p_improvement_ci: tuple[float, float] | None = None
+    p_improvement_paired: bool | None = None
+    same_numbers: bool | None = None
     learning_flag: bool | None = None
     learning_note: str | None = None
+    return_by_seed: dict[str, float] = field(default_factory=dict, repr=False)
     not_applicable: list[str] = field(default_factory=list)
     fingerprint: dict[str, Any] | None = None
     fingerprint_mixed: bool = False
@@ -232,7 +261,8 @@ class CellSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready numbers (per-iteration values and curves left out)."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("iteration_env_steps_per_s", "curves")}
+        out = {k: v for k, v in self.__dict__.items()
+               if k not in ("iteration_env_steps_per_s", "curves", "rate_by_seed", "wall_by_seed", "return_by_seed")}
         return {**out, "n_iterations": len(self.iteration_env_steps_per_s)}
 
 
@@ -252,10 +282,18 @@ class MarginalEffect:
     toggle: str  # the toggle dimension (e.g. compile or backend.num_threads)
     from_value: str  # the baseline value
     to_value: str  # the changed value
-    effect: float | None = None  # the geometric mean of the pair ratios (None without pairs)
-    ci_low: float | None = None  # its 95% bootstrap interval
+    effect: float | None = None  # steady state: over seeds, each seed's geometric mean of its pairs' ratios
+    ci_low: float | None = None  # its 95% interval (see CI_RULE)
     ci_high: float | None = None
-    ci_method: str | None = None  # "seeds", "iterations", "mixed" or None
+    ci_method: str | None = None  # "paired by seed", "unpaired seeds" or None
+    why: str | None = None  # why there is no interval
+    n_seeds: int = 0  # the seeds the interval is over
+    seeds_needed: int | None = None  # seeds that would resolve an effect of this size at this noise
+    end_to_end: float | None = None  # the same for whole-job wall time (>1: sooner)
+    end_to_end_ci_low: float | None = None
+    end_to_end_ci_high: float | None = None
+    break_even_env_steps: float | None = None  # faster but dearer to start: the budget from which it pays (median)
+    learning: str | None = None  # whether learning changed, in words
     n_pairs: int = 0  # the number of usable pairs
     pairs: list[PairRatio] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # why candidate pairs were not used

@@ -8,11 +8,12 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rlsweep.report.model import PHASES, CellSummary, Report
+from rlsweep.report.model import PHASES, Report
 from rlsweep.report.render import cell_marks
 
 
@@ -42,59 +43,81 @@ NOT_CLEAN_COLOR = "#c0392b"
 LEARNING_COLOR = "#7b2cbf"
 
 
-def _errors(cells: list[CellSummary], prefix: str) -> np.ndarray:
-    """Asymmetric error bars (2 x n) from a cell's ratio and its CI (``prefix``: "" for the steady
-    state's, "end_to_end_"); 0 where there is no CI."""
-    out = np.zeros((2, len(cells)))
-    for i, c in enumerate(cells):
-        v, lo, hi = (getattr(c, prefix + name) for name in ("ratio", "ci_low", "ci_high"))
-        if v is not None and lo is not None and hi is not None and not c.is_baseline:
-            out[0, i], out[1, i] = max(0.0, v - lo), max(0.0, hi - v)
-    return out
+@dataclass
+class _Row:
+    """One row of ratio.png: a toggle's own effect or a cell, its two ratios and their intervals."""
+
+    label: str
+    steady: tuple[float | None, float | None, float | None]
+    end_to_end: tuple[float | None, float | None, float | None]
+    marks: list[str]
+
+
+def _ratio_rows(report: Report) -> list[_Row]:
+    """Each toggle's own effect first (what the terminal leads with), then the cells."""
+    rows = [_Row(f"{e.label} (own effect)", (e.effect, e.ci_low, e.ci_high),
+                 (e.end_to_end, e.end_to_end_ci_low, e.end_to_end_ci_high),
+                 ["NOT CLEAN"] * (e.clean is False) + ["LEARNING"] * (e.learning or "").startswith("NUMBERS CHANGED"))
+            for e in report.marginal_effects if e.effect is not None]
+    return rows + [_Row(c.label + (" (baseline)" if c.is_baseline else ""),
+                        (c.ratio, None, None) if c.is_baseline else (c.ratio, c.ci_low, c.ci_high),
+                        (c.end_to_end_ratio, None, None) if c.is_baseline else
+                        (c.end_to_end_ratio, c.end_to_end_ci_low, c.end_to_end_ci_high), cell_marks(c))
+                   for c in report.cells if c.ratio is not None or c.end_to_end_ratio is not None]
 
 
 def ratio_figure(report: Report) -> Any | None:
-    """ratio.png's figure: per cell, the steady-state ratio and the end-to-end ratio side by side
-    with their 95% CIs, the NOT CLEAN and LEARNING marks of the tables, and a legend."""
+    """ratio.png's figure: each toggle's own effect, then each cell: the steady-state and end-to-end ratios
+    with their 95% intervals on a log axis fitted to them, the NOT CLEAN and LEARNING marks of the tables."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter
 
-    cells = [c for c in report.cells if c.ratio is not None or c.end_to_end_ratio is not None]
-    if not cells:
+    rows = _ratio_rows(report)
+    if not rows:
         return None
-    fig = _new_figure(10.0, max(4.2, 0.6 * len(cells) + 2.6))
+    fig = _new_figure(10.0, max(4.2, 0.5 * len(rows) + 2.6))
     ax = fig.add_subplot(1, 1, 1)
-    ys = np.arange(len(cells))[::-1].astype(float)
-    h = 0.38
-    for offset, prefix, color in ((h / 2, "", STEADY_COLOR), (-h / 2, "end_to_end_", END_TO_END_COLOR)):
-        ratios = [getattr(c, prefix + "ratio") for c in cells]
-        ax.barh(ys + offset, [r if r is not None else 0.0 for r in ratios], height=h, color=color,
-                xerr=_errors(cells, prefix), capsize=3)
+    ys = np.arange(len(rows))[::-1].astype(float)
+    values = [1.0]
+    for offset, part, color in ((0.17, "steady", STEADY_COLOR), (-0.17, "end_to_end", END_TO_END_COLOR)):
+        keep = [(y, getattr(r, part)) for y, r in zip(ys, rows) if getattr(r, part)[0] is not None]
+        x = np.array([v for _, (v, _, _) in keep])
+        err = np.array([[v - lo if lo is not None else 0.0, hi - v if hi is not None else 0.0]
+                        for _, (v, lo, hi) in keep]).T.reshape(2, len(keep))
+        ax.errorbar(x, [y + offset for y, _ in keep], xerr=err, fmt="o", color=color, capsize=3, markersize=5)
+        values += [b for _, t in keep for b in t if b is not None]
     ax.axvline(1.0, color="black", linewidth=0.8)
+    n_effects = sum(r.label.endswith("(own effect)") for r in rows)
+    if 0 < n_effects < len(rows):
+        ax.axhline(ys[n_effects - 1] - 0.5, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_xscale("log")
+    lo, hi = min(values), max(values)  # fitted to the data, 1 always in view
+    pad = (hi / lo) ** 0.08
+    ax.set_xlim(lo / pad, hi * pad)
+    ticks = FuncFormatter(lambda x, _: f"{x:.3g}x")
+    ax.xaxis.set_major_formatter(ticks)
+    ax.xaxis.set_minor_formatter(ticks)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_yticks(ys)
-    ax.set_yticklabels([c.label + (" (baseline)" if c.is_baseline else "") for c in cells], fontsize=8)
-    tops = [max(v for v in (c.ratio, c.ci_high, c.end_to_end_ratio, c.end_to_end_ci_high, 0.0) if v is not None)
-            for c in cells]
-    xmax = max([1.0, *tops])
-    for y, c, top, tick in zip(ys, cells, tops, ax.get_yticklabels()):
-        marks = cell_marks(c)
-        colors = [LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR for mark in marks]
-        for k, (mark, color) in enumerate(zip(marks, colors)):  # beside the cell's bars, one above the other
-            ax.text(top + 0.02 * xmax, y + (h / 2 - k * h if len(marks) > 1 else 0.0), mark, va="center",
-                    ha="left", fontsize=8, fontweight="bold", color=color)
-        if marks:  # the cell's name in its first mark's colour
+    ax.set_yticklabels([r.label for r in rows], fontsize=8)
+    for y, r, tick in zip(ys, rows, ax.get_yticklabels()):
+        colors = [LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR for mark in r.marks]
+        for k, (mark, color) in enumerate(zip(r.marks, colors)):  # right of the axes, one above the other
+            ax.text(1.01, y + (0.2 - k * 0.4 if len(r.marks) > 1 else 0.0), mark, va="center", ha="left",
+                    fontsize=8, fontweight="bold", color=color, transform=ax.get_yaxis_transform())
+        if r.marks:  # the row's name in its first mark's colour
             tick.set_color(colors[0])
-    ax.set_xlim(0, xmax * 1.6)  # room for the marks right of the bars
-    ax.set_xlabel("ratio vs baseline (> 1: faster), 95% CI")
-    ax.set_title("Speed-up vs baseline: steady state and end to end")
+    ax.set_xlabel("ratio vs baseline (> 1: faster; log scale), 95% interval over seeds")
+    ax.set_title("Each toggle's own effect, then each cell: steady state and end to end")
     handles = [
-        Patch(color=STEADY_COLOR, label="steady state (env steps/s)"),
-        Patch(color=END_TO_END_COLOR, label="end to end (whole-job wall time)"),
+        Line2D([], [], color=STEADY_COLOR, marker="o", label="steady state (env steps/s)"),
+        Line2D([], [], color=END_TO_END_COLOR, marker="o", label="end to end (whole-job wall time)"),
         Line2D([], [], color="black", linewidth=0.8, label="1 = baseline"),
     ]
-    if any("NOT CLEAN" in m for c in cells for m in cell_marks(c)):
+    if any("NOT CLEAN" in m for r in rows for m in r.marks):
         handles.append(Patch(color=NOT_CLEAN_COLOR, label="NOT CLEAN: measurement flag (summary.md)"))
-    if any(c.learning_flag for c in cells):
+    if any("LEARNING" in r.marks for r in rows):
         handles.append(Patch(color=LEARNING_COLOR, label="LEARNING: final return differs"))
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
     return fig

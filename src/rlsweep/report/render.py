@@ -21,6 +21,7 @@ from rlsweep.report.model import (
     LEARNING_RULE,
     PHASES,
     CellSummary,
+    MarginalEffect,
     Report,
     spec_text,
 )
@@ -87,9 +88,45 @@ def _rated(report: Report) -> list[CellSummary]:
     return [c for c in report.cells if c.ratio is not None and not c.is_baseline]
 
 
+def _steps(n: float) -> str:
+    return f"{n / 1e6:.3g}M" if n >= 1e6 else f"{n / 1e3:.3g}k" if n >= 1e4 else f"{n:,.0f}"
+
+
+def _evidence(ratio: float | None, low: float | None, high: float | None, n: int, needed: int | None,
+              why: str | None) -> str:
+    """What an interval says, in words, and what would make a thin one enough."""
+    if ratio is None:
+        return ""
+    if low is None or high is None:
+        return f"no interval ({why or 'one seed'}): run 3 or more seeds for one"
+    if low > 1.0 or high < 1.0:
+        return "clear" + (" gain" if low > 1.0 else " loss")
+    more = (f"; ~{needed} seeds would resolve x{ratio:.2f}" if needed and needed > n
+            else "; no effect that seeds could resolve" if needed is None else "")
+    return f"no clear effect over {n} seeds{more}"
+
+
+def _toggle_line(eff: MarginalEffect) -> str:
+    """One toggle's own effect: steady state with its interval and what it says, end to end, the budget
+    from which it pays, whether learning changed."""
+    if eff.effect is None:
+        return f"  {eff.label}: no pair of cells to compare" + (f" ({eff.skipped[0]})" if eff.skipped else "")
+    said = _evidence(eff.effect, eff.ci_low, eff.ci_high, eff.n_seeds, eff.seeds_needed, eff.why)
+    text = f"  {eff.label}: {_short_ratio(eff.effect, eff.ci_low, eff.ci_high, unit='x')} steady ({said}"
+    text += ", NOT CLEAN)" if eff.clean is False else ")"
+    if eff.end_to_end is not None:
+        text += f", {_short_ratio(eff.end_to_end, eff.end_to_end_ci_low, eff.end_to_end_ci_high, unit='x')} end to end"
+        if eff.break_even_env_steps is not None:
+            text += (f" (pays beyond ~{_steps(eff.break_even_env_steps)} env steps)" if eff.end_to_end < 1
+                     else f" (pays beyond ~{_steps(eff.break_even_env_steps)} env steps: this budget)")
+    if eff.learning:
+        text += f"; learning: {eff.learning}"
+    return text
+
+
 def verdict_lines(report: Report) -> list[str]:
-    """The first lines of the terminal summary: the best cell against its baseline (steady state
-    and end to end, with intervals and whether clean), then the toggle that paid most."""
+    """The first lines of the terminal summary: each swept toggle's own effect (over the cells that differ only
+    in it), then the best cell against its baseline, each with what its interval says."""
     if not (rated := _rated(report)):
         if not report.baseline_spec:
             why = "no baseline: each cell stands alone"
@@ -99,26 +136,23 @@ def verdict_lines(report: Report) -> list[str]:
             why = next((c.ratio_note for c in report.cells if not c.is_baseline and c.ratio_note),
                        "no cell has a ratio")
         return [f"Verdict: no comparison: {why}."]
+    lines = []
+    if report.marginal_effects:
+        lines += ["Each toggle on its own (the cells that differ only in it; 95% intervals over seeds):",
+                  *[_toggle_line(e) for e in report.marginal_effects]]
     best = max(rated, key=lambda c: (c.ratio or 0.0, c.label))
+    single = len(report.marginal_effects) == 1 and len(rated) == 1
+    if single:  # one toggle, two values: its line said it all
+        return lines
     steady = _short_ratio(best.ratio, best.ci_low, best.ci_high, unit="x")
     e2e = _short_ratio(best.end_to_end_ratio, best.end_to_end_ci_low, best.end_to_end_ci_high, unit="x")
-    if best.ci_low is not None and best.ci_low > 1.0:
-        lead, caveat = "Verdict: ", ""
-    elif best.ratio is not None and best.ratio > 1.0:
-        lead, caveat = "Verdict: ", " (its interval includes 1: not a clear gain)"
-    else:
-        lead, caveat = "Verdict: nothing beat the baseline; the best, ", ""
-    lines = [
-        f"{lead}{best.label}: {steady} steady{caveat}, "
-        + (f"{e2e} end to end" if e2e != "-" else "no end-to-end ratio")
-        + f"; {', '.join(cell_marks(best, 'LEARNING differs')) or 'clean'}"
-    ]
-    top = next((e for e in report.marginal_effects if e.rank == 1), None)
-    if top is not None and top.effect is not None:
-        clean = "" if top.clean is not False else ", NOT CLEAN"
-        effect = _short_ratio(top.effect, top.ci_low, top.ci_high, unit="x")
-        lines.append(f"Toggle that pays most: {top.label}: {effect} steady "
-                     f"(geometric mean over {top.n_pairs} pair{'s' if top.n_pairs != 1 else ''}{clean})")
+    lead = ("Best combination: " if report.marginal_effects else "Best cell: ") if (best.ratio or 0) > 1.0 else \
+        "Nothing beat the baseline; the best: "
+    why = (best.ratio_note or "").removeprefix("no interval: ") or None
+    said = _evidence(best.ratio, best.ci_low, best.ci_high, best.ci_n or 0, best.seeds_needed, why)
+    lines.append(f"{lead}{best.label}: {steady} steady ({said}), "
+                 + (f"{e2e} end to end" if e2e != "-" else "no end-to-end ratio")
+                 + f"; {', '.join(cell_marks(best, 'LEARNING differs')) or 'clean'}")
     return lines
 
 
@@ -196,12 +230,6 @@ def render_table(report: Report, color: bool) -> str:
         text.append("(compile s: the timed jobs' compile on the warm cache the sweep's preparation filled; in brackets,"
                     " the cell's cold compile on an empty cache" + (", reused from an earlier sweep: summary.md says "
                                                                      "which" if reused else "") + ")")
-    if report.marginal_effects:
-        text += ["", "Which toggle pays (geometric mean of pair ratios):"]
-    for eff in report.marginal_effects:
-        text.append(f"  {f'{eff.rank}.' if eff.rank else '-':>3} {eff.label}: x{_fmt(eff.effect, '.3f')} "
-                    f"{_ci_text(eff.ci_low, eff.ci_high)} pairs={eff.n_pairs}"
-                    + (f" ({eff.ci_method})" if eff.ci_method else "") + (" (not clean)" if eff.clean is False else ""))
     if details := _terminal_details(report):
         text += ["", "Notes:", *details]
     out: list[str] = []
@@ -313,7 +341,7 @@ def render_markdown(report: Report) -> str:
         f"Jobs: {report.n_jobs}{expects}: {counts['ok']} ok, {counts['failed']} failed "
         f"({counts['interrupted']} interrupted), {counts['missing']} missing.", "",
         f"Baseline: `{spec}`{baselines} (why: {_md_text(report.baseline_why)})", "",
-        "\n\n".join(verdict_lines(report)), "",
+        *_md_verdict(verdict_lines(report)), "",
         "Run order: " + (report.run_order.get("text") or "unknown") + ".", "",
     ]
     fingerprints = sorted({json.dumps(c.fingerprint, sort_keys=True) for c in report.cells if c.fingerprint})
@@ -328,7 +356,7 @@ def render_markdown(report: Report) -> str:
         "Steady state and end to end": _end_to_end_lines(report),
         "Fixed cost per job": _fixed_cost_lines(report),
         "Measurement flags": [FLAG_RULE, "", *_flag_lines(report)],
-        "Which toggle pays": _md_effects(report),
+        "Each toggle on its own": _md_effects(report),
         "Learning check": [LEARNING_RULE, "", *([f"- **{c.label}**: {c.learning_note}" for c in report.cells
                                                  if c.learning_flag] or ["No cell flagged."])],
         "Casualties": [f"- `{c.cell}` seed {c.seed}: **{c.status}**: {c.detail} ({c.where})"
@@ -343,6 +371,17 @@ def render_markdown(report: Report) -> str:
     for title, body in sections.items():
         lines += [f"## {title}", "", *body, ""]
     return "\n".join(lines)
+
+
+def _md_verdict(lines: list[str]) -> list[str]:
+    """The terminal's first lines as markdown: each toggle's line a bullet, the others paragraphs."""
+    out: list[str] = []
+    for line in lines:
+        bullet = line.startswith("  ")
+        if out and not (bullet and out[-1].startswith("- ")):
+            out.append("")
+        out.append(f"- {line.strip()}" if bullet else line)
+    return out
 
 
 def _md_ratios(cell: CellSummary) -> tuple[str, str, str, str, str]:
@@ -371,12 +410,17 @@ def _md_cell_row(cell: CellSummary) -> list[str]:
 
 
 def _md_effects(report: Report) -> list[str]:
-    """The marginal-effects table and the pairs each effect skipped."""
+    """Each toggle's own effect (the pairs of cells that differ only in it), then the pairs each skipped."""
     if not report.marginal_effects:
         return ["No toggle varies in this sweep."]
-    return _md_table(["rank", "change", "effect (geo-mean ratio)", "95% CI", "pairs", "CI method"], [
+    return _md_table(["rank", "change", "steady state", "95% CI", "seeds (needed)", "end to end", "95% CI",
+                      "pays beyond (env steps)", "learning", "pairs"], [
         [eff.rank or "-", eff.label, _fmt(eff.effect, ".3f") + (" (not clean)" if eff.clean is False else ""),
-         _ci_text(eff.ci_low, eff.ci_high), eff.n_pairs, eff.ci_method or "-"] for eff in report.marginal_effects]
+         _ci_text(eff.ci_low, eff.ci_high) if eff.ci_low is not None else f"none: {eff.why or '-'}",
+         f"{eff.n_seeds}" + (f" ({eff.seeds_needed})" if (eff.seeds_needed or 0) > eff.n_seeds else ""),
+         _fmt(eff.end_to_end, ".3f"),
+         _ci_text(eff.end_to_end_ci_low, eff.end_to_end_ci_high), _fmt(eff.break_even_env_steps, ",.0f"),
+         eff.learning or "-", eff.n_pairs] for eff in report.marginal_effects]
     ) + [f"- {_md_escape(eff.label)}: pair skipped: {skip}" for eff in report.marginal_effects for skip in eff.skipped]
 
 
@@ -454,14 +498,15 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
         "cell", *report.varied_dims, "is_baseline", "baseline_cell",
         "n_ok", "n_failed", "n_interrupted", "n_missing", "seeds_ok",
         "env_steps_per_s", "env_steps_per_s_seeds", "updates_per_s",
-        "ratio", "ci_low", "ci_high", "ci_method", "ratio_note", "ratio_clean", "flags", "flag_notes",
+        "ratio", "ci_low", "ci_high", "ci_method", "ci_n", "seeds_needed", "ratio_note", "ratio_clean", "flags",
+        "flag_notes",
         "end_to_end_ratio", "end_to_end_ci_low", "end_to_end_ci_high", "end_to_end_ci_method", "end_to_end_note",
         "wall_s", "wall_s_seeds", "fixed_cost_s", "break_even_env_steps",
         *[f"{p}_median_ms" for p in PHASES], *[f"{p}_total_s" for p in PHASES],
         "compile_s", "cold_compile_s", "cold_compile_source", "start_states", "graph_breaks", "recompiles",
         "final_return_median", "final_return_spread", "final_return_spread_kind",
-        "final_return_q25", "final_return_q75", "final_return_iqr_over",
-        "learning_flag", "learning_note", "not_applicable", "fingerprint_note", "errors",
+        "final_return_q25", "final_return_q75", "final_return_iqr_over", "final_return_iqm", "final_return_iqm_ci",
+        "p_improvement", "p_improvement_ci", "p_improvement_paired", "same_numbers", "learning_flag", "learning_note", "not_applicable", "fingerprint_note", "errors",
     ]
     values: list[dict[str, Any]] = [{  # the cell's own fields where no column of the same name says otherwise
         **vars(cell), **cell.varied, "cell": cell.label, "is_baseline": cell.is_baseline,
@@ -474,7 +519,8 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
 def effects_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     """The marginal effects: column names and one row of raw values per toggle change."""
     columns = ["rank", "change", "toggle", "from_value", "to_value", "effect", "ci_low", "ci_high", "ci_method",
-               "n_pairs", "skipped"]
+               "why", "n_seeds", "seeds_needed", "end_to_end", "end_to_end_ci_low", "end_to_end_ci_high",
+               "break_even_env_steps", "learning", "n_pairs", "skipped"]
     rows = [[eff.label if c == "change" else getattr(eff, c) for c in columns] for eff in report.marginal_effects]
     return columns, rows
 
@@ -485,7 +531,7 @@ def cell_text(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else ""
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return ";".join(cell_text(v) for v in value)
     return str(value)
 

@@ -15,19 +15,21 @@ from typing import Any
 import numpy as np
 
 from rlsweep import prepare
-from rlsweep.bootstrap import interval, ratio_samples
+from rlsweep.bootstrap import SeedRatio, iqm_with_ci, p_improvement, seed_ratio
 from rlsweep.records import FIXED_COST_PARTS, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, section
 from rlsweep.report import measurement
 from rlsweep.report.measurement import finite, positive_int
 from rlsweep.report.model import (
     BOOTSTRAP_SEED,
     DEFAULT_BASELINE,
+    DRIFT_REL,
     FINGERPRINT_FIELDS,
     FLAG_DRIFT,
     FLAG_NOISY,
     FLAG_OVERSUBSCRIBED,
     FLAG_SEEDS,
     FLAG_STATE,
+    KEEPS_NUMBERS,
     LEARNING_REL_FLOOR,
     LEARNING_SD_FACTOR,
     N_BOOTSTRAP,
@@ -82,6 +84,11 @@ def build_report(
 
     spec, context, baseline_reasons, by_context = _baseline(cells, sweep, baseline, varied, first_num)
     cells.sort(key=lambda c: (not c.is_baseline, first_num[id(c)], c.label))
+    for cell in cells:
+        if cell.return_by_seed:
+            rng = np.random.default_rng([bootstrap_seed, zlib.crc32(("iqm|" + cell.label).encode())])
+            cell.final_return_iqm, *ci = iqm_with_ci(list(cell.return_by_seed.values()), rng, n_bootstrap)
+            cell.final_return_iqm_ci = (ci[0], ci[1])
     for cell in cells:
         base = by_context.get(tuple(cell.key.get(d, UNKNOWN) for d in context))
         if base is None:
@@ -233,8 +240,12 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     for job in ok:
         rec = job.record
         wall, n_steps, rate = finite(rec.get("wall_s")), finite(rec.get("env_steps")), measurement.steady_rate(job)
+        seed = str(job.seed) if job.seed is not None else f"?{job.num}"
+        while seed in cell.rate_by_seed or seed in cell.wall_by_seed:  # a duplicate seed: its own, unpaired entry
+            seed += "'"
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
+            cell.wall_by_seed[seed] = wall
             if n_steps is not None and rate is not None:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
@@ -246,11 +257,16 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
                     f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
                     f"(last third), x{drift['drift']:.3f}"))
             if drift["noisy"]:
+                # the uncertainty falls as 1/sqrt(iterations): the budget that would bring it under the threshold
+                more = (drift["rate_uncertainty"] / DRIFT_REL) ** 2
+                budget = (f"; total_env_steps={math.ceil(n_steps * more / 1000) * 1000:,} (x{more:.1f}) would bring it "
+                          f"under {DRIFT_REL:.0%}" if n_steps else "")
                 _flag(cell, FLAG_NOISY, (
                     f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
-                    f"(2 standard errors over {drift['n_iterations']} iterations)"))
+                    f"(2 standard errors over {drift['n_iterations']} iterations){budget}"))
         if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
+            cell.rate_by_seed[seed] = rate
         cell.iteration_env_steps_per_s += measurement.iteration_rates(job)
         curve = section(section(rec, "learning"), "curve")
         if curve.get("episode_return"):
@@ -305,6 +321,11 @@ def _summarise_returns(cell: CellSummary, ok: list[Job]) -> None:
     (one seed: over its eval episodes)."""
     learned = [j for j in ok if finite(section(j.record, "learning").get("final_return")) is not None]
     returns = cell.final_returns = _numbers(learned, "learning", "final_return")
+    for job, value in zip(learned, returns):
+        seed = str(job.seed) if job.seed is not None else f"?{job.num}"
+        while seed in cell.return_by_seed:
+            seed += "'"
+        cell.return_by_seed[seed] = value
     cell.final_return_median = _median(returns)
     eval_sds = _numbers(learned, "learning", "final_return_std")
     if len(returns) >= 2:
@@ -441,21 +462,11 @@ def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
     return None
 
 
-def _samples(x: Sequence[float], y: Sequence[float], n: int, seed: int, label: str) -> np.ndarray:
-    """Bootstrap samples of median(x) / median(y), independent (two cells are separate jobs), from a
-    generator per comparison (``label``), so adding a cell does not shift the others' CIs."""
-    return ratio_samples(x, y, np.random.default_rng([seed, zlib.crc32(label.encode())]), n, paired=False)
-
-
-def _ratio_samples(cell: CellSummary, base: CellSummary, n: int, seed: int,
-                   label: str) -> tuple[np.ndarray | None, str | None]:
-    """Bootstrap samples of the steady ratio cell / base and the method used: over seeds when both
-    cells have two, else over iterations."""
-    if len(cell.env_steps_per_s_seeds) >= 2 and len(base.env_steps_per_s_seeds) >= 2:
-        return _samples(cell.env_steps_per_s_seeds, base.env_steps_per_s_seeds, n, seed, label), "seeds"
-    if not cell.iteration_env_steps_per_s or not base.iteration_env_steps_per_s:
-        return None, None
-    return _samples(cell.iteration_env_steps_per_s, base.iteration_env_steps_per_s, n, seed, label), "iterations"
+def _set_ratio(cell: CellSummary, sr: SeedRatio) -> None:
+    cell.ratio, cell.ci_low, cell.ci_high, cell.ci_method = sr.ratio, sr.ci_low, sr.ci_high, sr.method or "none"
+    cell.ci_n, cell.seeds_needed = sr.n, sr.seeds_for()
+    if sr.why:
+        cell.ratio_note = f"no interval: {sr.why}"
 
 
 def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int) -> None:
@@ -463,14 +474,7 @@ def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: in
     with its CI, and break-even budget, relative to its baseline cell."""
     why = _comparable(cell, base)
     if why is None:
-        assert cell.env_steps_per_s is not None and base.env_steps_per_s is not None
-        cell.ratio = cell.env_steps_per_s / base.env_steps_per_s
-        samples, method = _ratio_samples(cell, base, n_bootstrap, bootstrap_seed, cell.label + "|" + base.label)
-        cell.ci_method = method or "none"
-        if samples is not None:
-            cell.ci_low, cell.ci_high = interval(samples)
-        else:
-            cell.ratio_note = "no CI: no per-iteration throughput"
+        _set_ratio(cell, seed_ratio(cell.rate_by_seed, base.rate_by_seed))
     else:
         cell.ratio_note = why
     if cell.ratio is not None:
@@ -478,18 +482,8 @@ def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: in
         if base.flags:
             cell.flag_notes.append(f"baseline ({base.label}) flagged: {', '.join(base.flags)}")
 
-    spreads = [s for s in (cell.final_return_spread, base.final_return_spread) if s is not None]
-    if cell.final_return_median is None or base.final_return_median is None:
-        cell.learning_note = "not assessed: no final_return"
-    elif not spreads:
-        cell.learning_note = "not assessed: no noise estimate (1 seed and no final_return_std)"
-    else:
-        pooled = math.sqrt(sum(s * s for s in spreads) / len(spreads))
-        threshold = max(LEARNING_SD_FACTOR * pooled, LEARNING_REL_FLOOR * abs(base.final_return_median))
-        diff = cell.final_return_median - base.final_return_median
-        cell.learning_flag = abs(diff) > threshold
-        cell.learning_note = (f"final_return {cell.final_return_median:.4g} vs baseline "
-                              f"{base.final_return_median:.4g} (diff {diff:+.4g}, threshold {threshold:.4g})")
+    _compare_learning(cell, base, np.random.default_rng([bootstrap_seed, zlib.crc32(cell.label.encode())]),
+                      n_bootstrap)
 
     if cell.wall_s is None or base.wall_s is None:
         cell.end_to_end_note = "no wall_s in ok jobs" if cell.wall_s is None else "baseline has no wall_s"
@@ -500,28 +494,70 @@ def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: in
     if cell.env_steps is not None and base.env_steps is not None and cell.env_steps != base.env_steps:
         cell.end_to_end_note = f"different budgets: {cell.env_steps:.0f} vs {base.env_steps:.0f} env steps"
         return
-    cell.end_to_end_ratio = base.wall_s / cell.wall_s
-    if len(cell.wall_s_seeds) >= 2 and len(base.wall_s_seeds) >= 2:
-        samples = _samples(base.wall_s_seeds, cell.wall_s_seeds, n_bootstrap, bootstrap_seed,
-                           "end_to_end|" + cell.label + "|" + base.label)
-        cell.end_to_end_ci_low, cell.end_to_end_ci_high = interval(samples)
-        cell.end_to_end_ci_method = "seeds"
-    else:
-        cell.end_to_end_note = "no CI: fewer than 2 seeds"
-    rate, base_rate = cell.env_steps_per_s, base.env_steps_per_s
-    if (cell.ratio is None or rate is None or base_rate is None or cell.fixed_cost_s is None
-            or base.fixed_cost_s is None):
+    e2e = seed_ratio(base.wall_by_seed, cell.wall_by_seed)
+    cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high = e2e.ratio, e2e.ci_low, e2e.ci_high
+    cell.end_to_end_ci_method = e2e.method
+    if e2e.why:
+        cell.end_to_end_note = f"no interval: {e2e.why}"
+    if cell.ratio is None or (be := _break_even(cell, base)) is None:
         return
-    extra_s = cell.fixed_cost_s - base.fixed_cost_s
-    saving_s = 1.0 / base_rate - 1.0 / rate
-    if saving_s > 0 and extra_s > 0:
-        cell.break_even_env_steps = extra_s / saving_s
-        where = (f"loses end to end at this budget ({cell.env_steps:.0f} env steps)"
-                 if cell.end_to_end_ratio < 1 else "wins end to end at this budget")
-        cell.break_even_note = (
-            f"faster in steady state but {extra_s:.3g} s more fixed cost (start-up, compile, evaluation): "
-            f"pays off beyond ~{cell.break_even_env_steps:,.0f} env steps at {saving_s * 1e6:.3g} us saved "
-            f"per step; {where}")
+    cell.break_even_env_steps = be
+    saving_s = 1.0 / base.env_steps_per_s - 1.0 / cell.env_steps_per_s  # type: ignore[operator]
+    where = (f"loses end to end at this budget ({cell.env_steps:.0f} env steps)"
+             if cell.end_to_end_ratio < 1 else "wins end to end at this budget")
+    cell.break_even_note = (
+        f"faster in steady state but {cell.fixed_cost_s - base.fixed_cost_s:.3g} s more fixed cost (start-up, "  # type: ignore[operator]
+        f"compile, evaluation): pays off beyond ~{be:,.0f} env steps at {saving_s * 1e6:.3g} us saved "
+        f"per step; {where}")
+
+
+def _keeps_numbers(cell: CellSummary, base: CellSummary) -> list[str]:
+    """The toggles the cell changes from its baseline when every one of them must keep the numbers, else []."""
+    changed = [d for d in cell.key if cell.key.get(d) != base.key.get(d)]
+    return changed if changed and all(d in KEEPS_NUMBERS for d in changed) else []
+
+
+def _compare_learning(cell: CellSummary, base: CellSummary, rng: np.random.Generator, n_bootstrap: int) -> None:
+    """The cell's learning against its baseline: P(improvement), whether a toggle that must keep the numbers
+    kept them, the loose rule on medians; the flag and the note that says why (see LEARNING_RULE)."""
+    if not cell.return_by_seed or not base.return_by_seed:
+        cell.learning_note = "not assessed: no final_return"
+        return
+    p, lo, hi, cell.p_improvement_paired = p_improvement(cell.return_by_seed, base.return_by_seed, rng, n_bootstrap)
+    cell.p_improvement, cell.p_improvement_ci = p, (lo, hi)
+    over = "paired by seed" if cell.p_improvement_paired else "over all pairs of seeds"
+    said = [f"IQM {_iqm_text(cell)} vs baseline {_iqm_text(base)}; P(improvement) {p:.2f} [{lo:.2f}, {hi:.2f}] ({over})"]
+    common = [s for s in cell.return_by_seed if s in base.return_by_seed]
+    if (kept := _keeps_numbers(cell, base)) and common:
+        changed = [s for s in common if cell.return_by_seed[s] != base.return_by_seed[s]]
+        cell.same_numbers = not changed
+        if changed:
+            s = changed[0]
+            cell.learning_flag = True
+            cuda = " (on CUDA: or kernels that are not deterministic; compare two runs of the baseline)" if (
+                cell.fingerprint or {}).get("gpu") else ""
+            cell.learning_note = (f"NUMBERS CHANGED: {', '.join(kept)} must keep every number, but {len(changed)} of "
+                                  f"{len(common)} seeds end elsewhere (seed {s}: {cell.return_by_seed[s]:.6g} vs "
+                                  f"{base.return_by_seed[s]:.6g}){cuda}; " + said[0])
+            return
+        said.append("the same final return for every seed, as it must")
+    spreads = [s for s in (cell.final_return_spread, base.final_return_spread) if s is not None]
+    if not spreads:
+        cell.learning_note = "; ".join([*said, "no noise estimate for the median rule (1 seed, no final_return_std)"])
+        return
+    pooled = math.sqrt(sum(s * s for s in spreads) / len(spreads))
+    threshold = max(LEARNING_SD_FACTOR * pooled, LEARNING_REL_FLOOR * abs(base.final_return_median or 0.0))
+    diff = (cell.final_return_median or 0.0) - (base.final_return_median or 0.0)
+    cell.learning_flag = abs(diff) > threshold
+    cell.learning_note = "; ".join([*said, f"median {cell.final_return_median:.4g} vs {base.final_return_median:.4g} "
+                                           f"(diff {diff:+.4g}, threshold {threshold:.4g})"])
+
+
+def _iqm_text(cell: CellSummary) -> str:
+    if cell.final_return_iqm is None:
+        return "-"
+    ci = cell.final_return_iqm_ci
+    return f"{cell.final_return_iqm:.4g}" + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and len(cell.return_by_seed) > 1 else "")
 
 
 def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str], spec: dict[str, str],
@@ -545,10 +581,10 @@ def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str],
 
 def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], dict[str, CellSummary]],
                      n_bootstrap: int, bootstrap_seed: int) -> MarginalEffect:
-    """The effect of ``toggle`` a -> b over every pair of cells that differ only there."""
+    """The effect of ``toggle`` a -> b over every pair of cells that differ only there: per seed, the geometric
+    mean of the pairs' ratios, then over seeds as a cell's ratio is (:func:`rlsweep.bootstrap.seed_ratio`)."""
     eff = MarginalEffect(toggle=toggle, from_value=a, to_value=b)
-    logs: list[np.ndarray] = []
-    methods: set[str | None] = set()
+    pairs: list[tuple[CellSummary, CellSummary]] = []
     for ca, cb in ((v.get(a), v.get(b)) for v in index.values()):
         if ca is None or cb is None:
             continue
@@ -558,14 +594,59 @@ def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], d
         assert ca.env_steps_per_s is not None and cb.env_steps_per_s is not None
         eff.pairs.append(PairRatio(without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s))
         eff.clean = (eff.clean is not False) and not ca.flags and not cb.flags
-        samples, method = _ratio_samples(cb, ca, n_bootstrap, bootstrap_seed, f"{toggle}|{cb.label}|{ca.label}")
-        methods.add(method)
-        if samples is not None:
-            logs.append(np.log(samples))
+        pairs.append((ca, cb))
     eff.n_pairs = len(eff.pairs)
-    if eff.pairs:
+    if not pairs:
+        return eff
+    steady = _over_pairs(pairs, "rate_by_seed")
+    if steady is None:  # no two seeds ran in every cell of the pairs: the pairs' ratios, without an interval
         eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
-        if logs and None not in methods:  # every pair has an interval: the geometric mean of theirs
-            eff.ci_low, eff.ci_high = interval(np.exp(np.mean(np.vstack(logs), axis=0)))
-            eff.ci_method = methods.pop() if len(methods) == 1 else "mixed"
+        common = set.intersection(*(set(c.rate_by_seed) for pair in pairs for c in pair))
+        eff.why = "1 seed" if len(common) == 1 else "fewer than 2 seeds ran in every cell of its pairs"
+    else:
+        eff.effect, eff.ci_low, eff.ci_high, eff.ci_method = steady.ratio, steady.ci_low, steady.ci_high, steady.method
+        eff.n_seeds, eff.seeds_needed, eff.why = steady.n, steady.seeds_for(), steady.why
+    if (e2e := _over_pairs([(cb, ca) for ca, cb in pairs], "wall_by_seed")) is not None:
+        eff.end_to_end, eff.end_to_end_ci_low, eff.end_to_end_ci_high = e2e.ratio, e2e.ci_low, e2e.ci_high
+    evens = [be for ca, cb in pairs if (be := _break_even(cb, ca)) is not None]
+    eff.break_even_env_steps = float(np.median(evens)) if evens else None
+    eff.learning = _toggle_learning(toggle, pairs)
     return eff
+
+
+def _toggle_learning(toggle: str, pairs: list[tuple[CellSummary, CellSummary]]) -> str | None:
+    """Whether a toggle changed what was learnt, over its pairs' seeds: for a toggle that must keep the numbers,
+    whether it did; else the probability that a seed ends higher with it than without (ties half)."""
+    runs = [(ca.return_by_seed[s], cb.return_by_seed[s]) for ca, cb in pairs for s in ca.return_by_seed
+            if s in cb.return_by_seed]
+    if not runs:
+        return None
+    changed = sum(a != b for a, b in runs)
+    if toggle in KEEPS_NUMBERS:
+        return (f"NUMBERS CHANGED in {changed} of {len(runs)} runs (it must keep every number)" if changed
+                else f"the same final return in all {len(runs)} runs, as it must")
+    p = sum((b > a) + 0.5 * (b == a) for a, b in runs) / len(runs)
+    return f"P(improvement) {p:.2f} over {len(runs)} runs paired by seed" + (
+        "" if changed else " (every final return unchanged)")
+
+
+def _over_pairs(pairs: list[tuple[CellSummary, CellSummary]], by_seed: str) -> SeedRatio | None:
+    """The second cells' ``by_seed`` values over the first cells', pairs pooled seed by seed (each seed's
+    geometric mean over the pairs), over the seeds that ran in every cell; None when fewer than 2 did."""
+    seeds = set.intersection(*(set(getattr(c, by_seed)) for pair in pairs for c in pair))
+    if len(seeds) < 2:
+        return None
+
+    def pooled(side: int) -> dict[str, float]:
+        return {s: math.exp(float(np.mean([math.log(getattr(p[side], by_seed)[s]) for p in pairs]))) for s in seeds}
+
+    return seed_ratio(pooled(1), pooled(0))
+
+
+def _break_even(cell: CellSummary, base: CellSummary) -> float | None:
+    """Env steps beyond which ``cell`` (faster in steady state, dearer to start) finishes sooner than ``base``."""
+    if None in (cell.env_steps_per_s, base.env_steps_per_s, cell.fixed_cost_s, base.fixed_cost_s):
+        return None
+    extra_s = cell.fixed_cost_s - base.fixed_cost_s  # type: ignore[operator]
+    saving_s = 1.0 / base.env_steps_per_s - 1.0 / cell.env_steps_per_s  # type: ignore[operator]
+    return extra_s / saving_s if saving_s > 0 and extra_s > 0 else None

@@ -66,6 +66,9 @@ class Toggle(ABC):
     off_value: ClassVar[Any]
     #: Hydra overrides that turn the toggle on (the test matrices and the docs use them; a bool: ``<name>=true``)
     on: ClassVar[tuple[str, ...]]
+    #: True when it must keep every number on a given device (the same seed trains bit for bit alike, on a CPU):
+    #: the report flags such a toggle loudly when a seed's final return changes, and the contract proves it
+    keeps_numbers: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -7,3 +7,4 @@ from rlsweep.toggles.base import BoolToggle
 
 class InplaceToggle(BoolToggle):
     name = "inplace"
+    keeps_numbers = True

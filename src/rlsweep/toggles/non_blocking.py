@@ -7,4 +7,5 @@ from rlsweep.toggles.base import BoolToggle
 
 class NonBlockingToggle(BoolToggle):
     name = "non_blocking"
+    keeps_numbers = True
     cuda_only = "no host-device copies without a CUDA device"

@@ -17,6 +17,7 @@ STAGING = "staging"
 
 class PinMemoryToggle(FlagToggle):
     name = "pin_memory"
+    keeps_numbers = True
     # a bool or the word "staging": OmegaConf 2.3 has no Union, so Any, and Toggle.validate() checks the type
     schema = Any
     values = (False, True, STAGING)

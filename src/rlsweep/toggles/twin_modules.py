@@ -7,3 +7,4 @@ from rlsweep.toggles.base import BoolToggle
 
 class TwinModulesToggle(BoolToggle):
     name = "twin_modules"
+    keeps_numbers = True
