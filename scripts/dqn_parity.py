@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsweep.bootstrap import learning_difference
+from rlsweep.bootstrap import iqm_with_ci, learning_difference
 
 ROOT = Path(__file__).resolve().parents[1]
 # the repository's benchmarks/ before site-packages, where torchrl installs a `benchmarks` package of its own
@@ -62,6 +62,7 @@ def run_sb3(seed: int, steps: int, work: Path) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds first_seed .. first_seed + seeds - 1")
     p.add_argument("--steps", type=int, default=50_000)
     p.add_argument("--variant", action="append", default=[],
                    help="NAME=override[,override...] (rlsweep side; repeatable; default: one variant 'rlsweep')")
@@ -75,24 +76,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         work = Path(tmp)
         futures = {}
-        for seed in range(args.seeds):  # seed-major: drift of the machine spreads over every side
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seeds:  # seed-major: drift of the machine spreads over every side
             futures[pool.submit(run_sb3, seed, args.steps, work)] = ("sb3", seed)
             for name, overrides in variants.items():
                 futures[pool.submit(run_rlsweep, seed, overrides, args.steps, work)] = (name, seed)
         for fut, (name, seed) in futures.items():
             returns[name][seed] = fut.result()
             print(f"{name} seed {seed}: {returns[name][seed]:.1f}", flush=True)
-    result = {"steps": args.steps, "seeds": args.seeds, "wall_s": round(time.time() - started, 1), "sides": {}}
-    sb3 = [returns["sb3"][s] for s in range(args.seeds)]
+    result = {"steps": args.steps, "seeds": list(seeds), "wall_s": round(time.time() - started, 1), "sides": {}}
+    sb3 = [returns["sb3"][s] for s in seeds]
     for name, by_seed in returns.items():
-        finals = [by_seed[s] for s in range(args.seeds)]
+        finals = [by_seed[s] for s in seeds]
+        iqm, lo, hi = iqm_with_ci(finals, np.random.default_rng(0), 2000)
         side = {"final_returns": finals, "reached_200": sum(r >= 200 for r in finals), "mean": float(np.mean(finals)),
-                "median": float(np.median(finals))}
+                "median": float(np.median(finals)), "iqm": iqm, "iqm_ci": [lo, hi]}
         if name != "sb3":
             side["vs_sb3"] = learning_difference(finals, sb3)
         result["sides"][name] = side
         print(f"{name}: >=200 on {side['reached_200']}/{args.seeds}, mean {side['mean']:.1f}, median "
-              f"{side['median']:.1f}" + (f", vs SB3 {side['vs_sb3']}" if "vs_sb3" in side else ""))
+              f"{side['median']:.1f}, IQM {iqm:.1f} [{lo:.1f}, {hi:.1f}]" + (f", vs SB3 {side['vs_sb3']}" if "vs_sb3" in side else ""))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
 

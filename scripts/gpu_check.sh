@@ -25,8 +25,7 @@ LOG="$DEST/gpu_check.log"
 START=$(date +%s)
 export PYTHONUNBUFFERED=1 WANDB_MODE=disabled HYDRA_FULL_ERROR=1 PYTHON="${PYTHON:-python3}"
 
-# Hydra's plugin scan runs every hydra_plugins module in sys.path order and the later registration of
-# the launcher nodes wins: the interpreter's own packages (Hydra's submitit plugin) must come before src/
+# the packages the image lacks (.whl/), the image's own (its torch), then rlsweep from src/
 SITE=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 if ls .whl/*.whl >/dev/null 2>&1; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

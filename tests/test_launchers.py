@@ -12,7 +12,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class
 
 from rlsweep.config import register_configs
-from rlsweep.launchers import default_max_parallel, job_threads, seed_major_order
+from rlsweep.launchers import default_max_parallel, job_threads, own_nodes, seed_major_order
 from rlsweep.records import read_result
 from rlsweep.toggles.backend import usable_cpus
 
@@ -47,7 +47,7 @@ def _launcher(*overrides: str):
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["hydra/launcher=submitit_local", *overrides],
+        cfg = compose(config_name="config", overrides=own_nodes(["hydra/launcher=submitit_local", *overrides]),
                       return_hydra_config=True)
     params = {k: v for k, v in cfg.hydra.launcher.items() if k != "_target_"}
     launcher = get_class(cfg.hydra.launcher._target_)(**params)

@@ -20,6 +20,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from rlsweep import hydra_callbacks as hc
 from rlsweep.config import TrainConfig, register_configs
+from rlsweep.launchers import own_nodes
 from rlsweep.validate import validate
 
 BASE = ["prepare=false", "experiment=smoke", "eval_episodes=0", "warmup_iters=0", "logger.mode=disabled", "progress=false"]
@@ -213,7 +214,7 @@ def test_a_submitit_local_job_is_not_sent_to_a_gpu_it_cannot_see(monkeypatch, la
 
     register_configs()
     GlobalHydra.instance().clear()
-    over = [*BASE, f"hydra/launcher={launcher}", f"device={device}"]
+    over = own_nodes([*BASE, f"hydra/launcher={launcher}", f"device={device}"])  # as rlsweep's command line reads it
     if gpus is not None:
         over.append(f"hydra.launcher.gpus_per_node={gpus}")
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -16,6 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from rlsweep import status as st
 from rlsweep.config import register_configs
+from rlsweep.launchers import own_nodes
 from rlsweep.records import CHECKPOINT_FILE, checkpoint_head
 
 
@@ -168,7 +169,7 @@ def test_the_slurm_presets_take_wait_false_and_use_rlsweeps_slurm_launcher() -> 
     for preset in ("submitit_slurm", "slurm_cpu", "slurm_gpu"):
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[f"hydra/launcher={preset}", "hydra.launcher.wait=false"],
+            cfg = compose(config_name="config", overrides=own_nodes([f"hydra/launcher={preset}", "hydra.launcher.wait=false"]),
                           return_hydra_config=True)
         assert cfg.hydra.launcher._target_ == "hydra_plugins.rlsweep_launcher.rlsweep_launcher.SlurmLauncher"
         assert cfg.hydra.launcher.wait is False

@@ -48,6 +48,7 @@ def train_entry() -> Iterator[None]:
         hydra_errors_as_bad_input,
         refuse,
     )
+    from rlsweep.launchers import own_nodes
     from rlsweep.toggles.compile import claim_cache_env
 
     skip_final_gc_at_exit()
@@ -55,7 +56,7 @@ def train_entry() -> Iterator[None]:
     if debug_enabled():
         os.environ["HYDRA_FULL_ERROR"] = "1"
     SESSION.run_dir = SESSION.sweep_dir = SESSION.launcher = None  # set anew by this command's callback
-    sys.argv[1:] = multirun_flag_first(sys.argv[1:])
+    sys.argv[1:] = own_nodes(multirun_flag_first(sys.argv[1:]))
     if problems := group_value_errors(sys.argv[1:]):
         fail(problems, title="invalid command line")
     previous = signal.signal(signal.SIGTERM, _on_sigterm)

@@ -15,11 +15,27 @@ from typing import Any
 from rlsweep.records import cell_key
 from rlsweep.toggles.backend import default_num_threads
 
+#: the launchers and sweeper rlsweep's app runs when its command line names Hydra's or the submitit plugin's
+#: (``hydra/launcher=submitit_slurm``, the default ``basic``): rlsweep's are registered under their own names,
+#: so that installing rlsweep changes nothing for another Hydra app
+OWN_NODES = {"hydra/launcher": {"basic": "rlsweep_basic", "submitit_local": "rlsweep_local",
+                                "submitit_slurm": "rlsweep_slurm"},
+             "hydra/sweeper": {"basic": "rlsweep_basic"}}
 THREADS_KEY = "backend.num_threads"
 SEED_KEY = "seed"
 SEEDS_PER_JOB_KEY = "seeds_per_job"
 #: seconds between two looks at the running local processes (a job lasts seconds at the very least)
 POLL_S = 0.2
+
+
+def own_nodes(args: list[str]) -> list[str]:
+    """The command line with Hydra's and the submitit plugin's launcher and sweeper names read as rlsweep's."""
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        own = OWN_NODES.get(key.lstrip("+~/"), {})
+        out.append(f"{key}={own[value]}" if sep and value in own else arg)
+    return out
 
 
 def max_parallel_error(value: object) -> str | None:

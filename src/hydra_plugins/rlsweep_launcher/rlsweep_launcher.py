@@ -1,8 +1,10 @@
-"""rlsweep's launchers: ``submitit_local`` with at most ``max_parallel`` jobs at once, Hydra's
-``basic`` in seed-major order, and ``submitit_slurm`` that records its jobs (and may not wait).
+"""rlsweep's launchers: ``rlsweep_local`` (submitit_local with at most ``max_parallel`` jobs at once),
+``rlsweep_basic`` (Hydra's basic launcher in seed-major order) and ``rlsweep_slurm`` (submitit_slurm
+that records its jobs and may not wait), and the sweeper ``rlsweep_basic``.
 
-Each replaces the config node of the launcher it extends, so the plain names get the behaviour;
-the scheduling policy lives in :mod:`rlsweep.launchers`. Hydra scans this module at every start:
+Each is registered under its own name, so installing rlsweep changes nothing for other Hydra apps;
+rlsweep's app makes them its defaults and reads the plain names on its command line as these
+(:data:`rlsweep.launchers.OWN_NODES`). The scheduling policy lives in :mod:`rlsweep.launchers`. Hydra scans this module at every start:
 heavy imports stay inside ``launch``. (No ``from __future__ import annotations``: Hydra's scanner
 runs the module before it is in ``sys.modules``, where ``dataclass`` would look them up.)
 """
@@ -39,11 +41,8 @@ class RLSweepLocalQueueConf(LocalQueueConf):
     max_parallel: Optional[int] = None  # noqa: UP045 - OmegaConf 2.3 reads no `int | None`
 
 
-# Replaces the plugin's node, registered when ``LocalQueueConf`` was imported above (a YAML file of
-# that name would be validated against the plugin's node, which lacks max_parallel).
-ConfigStore.instance().store(
-    group="hydra/launcher", name="submitit_local", node=RLSweepLocalQueueConf, provider="rlsweep"
-)
+ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_local", node=RLSweepLocalQueueConf,
+                             provider="rlsweep")
 
 
 def _executor(cluster: str, launcher_params: Any) -> Any:
@@ -301,9 +300,8 @@ class RLSweepBasicLauncherConf(basic_launcher.BasicLauncherConf):
     _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.BasicLauncher"
 
 
-# Replaces Hydra's own ``basic`` node (Hydra's default launcher); Hydra scans its core plugins,
-# which register that node, before the hydra_plugins package.
-ConfigStore.instance().store(group="hydra/launcher", name="basic", node=RLSweepBasicLauncherConf, provider="rlsweep")
+ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_basic", node=RLSweepBasicLauncherConf,
+                             provider="rlsweep")
 
 
 class BasicLauncher(basic_launcher.BasicLauncher):
@@ -353,8 +351,8 @@ class RLSweepBasicSweeperConf(basic_sweeper.BasicSweeperConf):
     _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.BasicSweeper"
 
 
-# Replaces Hydra's own ``basic`` node (Hydra's default sweeper), as for the basic launcher above.
-ConfigStore.instance().store(group="hydra/sweeper", name="basic", node=RLSweepBasicSweeperConf, provider="rlsweep")
+ConfigStore.instance().store(group="hydra/sweeper", name="rlsweep_basic", node=RLSweepBasicSweeperConf,
+                             provider="rlsweep")
 
 
 class BasicSweeper(basic_sweeper.BasicSweeper):
@@ -382,10 +380,9 @@ class RLSweepSlurmQueueConf(SlurmQueueConf):
     wait: bool = True
 
 
-# Replaces the plugin's ``submitit_slurm`` node (and so the presets slurm_cpu/slurm_gpu built on it).
-ConfigStore.instance().store(
-    group="hydra/launcher", name="submitit_slurm", node=RLSweepSlurmQueueConf, provider="rlsweep"
-)
+# the presets conf/hydra/launcher/slurm_cpu.yaml and slurm_gpu.yaml build on it
+ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_slurm", node=RLSweepSlurmQueueConf,
+                             provider="rlsweep")
 
 
 class SlurmLauncher(submitit_launcher.SlurmLauncher):
