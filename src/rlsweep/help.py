@@ -36,13 +36,11 @@ def groups_text() -> str:
     try:
         from hydra.core.global_hydra import GlobalHydra
 
-        from rlsweep.launchers import OWN_NODES
-
         loader = GlobalHydra.instance().config_loader()
         groups = [g for g in loader.list_groups("") if g not in INTERNAL_GROUPS]
-        # rlsweep's own launcher nodes are what the plain names run here (rlsweep.launchers.OWN_NODES): not listed
-        own = {name for names in OWN_NODES.values() for name in names.values()}
-        choices = [(g, sorted(set(loader.get_group_options(g)) - own)) for g in (*sorted(groups), *HYDRA_GROUPS)]
+        # rlsweep's own launcher nodes (rlsweep_*) are what the plain names run here (rlsweep.launchers.OWN_NODES)
+        choices = [(g, sorted(o for o in loader.get_group_options(g) if not o.startswith("rlsweep_")))
+                   for g in (*sorted(groups), *HYDRA_GROUPS)]
     except Exception:  # noqa: BLE001 - no running Hydra (the resolver read elsewhere): the groups of rlsweep's folder
         from rlsweep.resources import CONF_DIR
 

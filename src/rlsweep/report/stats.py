@@ -9,7 +9,7 @@ import json
 import math
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -240,30 +240,14 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     for job in ok:
         rec = job.record
         wall, n_steps, rate = finite(rec.get("wall_s")), finite(rec.get("env_steps")), measurement.steady_rate(job)
-        seed = str(job.seed) if job.seed is not None else f"?{job.num}"
-        while seed in cell.rate_by_seed or seed in cell.wall_by_seed:  # a duplicate seed: its own, unpaired entry
-            seed += "'"
+        seed = _seed_key(job, {**cell.rate_by_seed, **cell.wall_by_seed})
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
             cell.wall_by_seed[seed] = wall
             if n_steps is not None and rate is not None:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
-        if (drift := measurement.job_drift(job)) is not None:
-            cell.job_drift.append(drift)
-            if drift["flagged"]:
-                _flag(cell, FLAG_DRIFT, (
-                    f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
-                    f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
-                    f"(last third), x{drift['drift']:.3f}"))
-            if drift["noisy"]:
-                # the uncertainty falls as 1/sqrt(iterations): the budget that would bring it under the threshold
-                more = (drift["rate_uncertainty"] / DRIFT_REL) ** 2
-                budget = (f"; total_env_steps={math.ceil(n_steps * more / 1000) * 1000:,} (x{more:.1f}) would bring it "
-                          f"under {DRIFT_REL:.0%}" if n_steps else "")
-                _flag(cell, FLAG_NOISY, (
-                    f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
-                    f"(2 standard errors over {drift['n_iterations']} iterations){budget}"))
+        _check_drift(cell, job, n_steps)
         if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
             cell.rate_by_seed[seed] = rate
@@ -301,6 +285,35 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     return cell
 
 
+def _seed_key(job: Job, taken: Mapping[str, Any]) -> str:
+    """The key a job's numbers pair on across cells: its seed ("?<job>" without one; a duplicate seed gets
+    its own key, unpaired)."""
+    seed = str(job.seed) if job.seed is not None else f"?{job.num}"
+    while seed in taken:
+        seed += "'"
+    return seed
+
+
+def _check_drift(cell: CellSummary, job: Job, n_steps: float | None) -> None:
+    """The job's drift within itself (first vs last third of its steady iterations) and its noise: flags."""
+    if (drift := measurement.job_drift(job)) is None:
+        return
+    cell.job_drift.append(drift)
+    if drift["flagged"]:
+        _flag(cell, FLAG_DRIFT, (
+            f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
+            f"of {drift['n_iterations']} iterations) to {drift['last_third']:.4g} env steps/s "
+            f"(last third), x{drift['drift']:.3f}"))
+    if drift["noisy"]:
+        # the uncertainty falls as 1/sqrt(iterations): the budget that would bring it under the threshold
+        more = (drift["rate_uncertainty"] / DRIFT_REL) ** 2
+        budget = (f"; total_env_steps={math.ceil(n_steps * more / 1000) * 1000:,} (x{more:.1f}) would bring it "
+                  f"under {DRIFT_REL:.0%}" if n_steps else "")
+        _flag(cell, FLAG_NOISY, (
+            f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
+            f"(2 standard errors over {drift['n_iterations']} iterations){budget}"))
+
+
 def _summarise_phases(cell: CellSummary, ok: list[Job]) -> None:
     """The median over seeds of each phase's median_ms and total_s (a total from the count when absent)."""
     for phase in PHASES:
@@ -322,10 +335,7 @@ def _summarise_returns(cell: CellSummary, ok: list[Job]) -> None:
     learned = [j for j in ok if finite(section(j.record, "learning").get("final_return")) is not None]
     returns = cell.final_returns = _numbers(learned, "learning", "final_return")
     for job, value in zip(learned, returns):
-        seed = str(job.seed) if job.seed is not None else f"?{job.num}"
-        while seed in cell.return_by_seed:
-            seed += "'"
-        cell.return_by_seed[seed] = value
+        cell.return_by_seed[_seed_key(job, cell.return_by_seed)] = value
     cell.final_return_median = _median(returns)
     eval_sds = _numbers(learned, "learning", "final_return_std")
     if len(returns) >= 2:
