@@ -34,6 +34,9 @@ STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "
 #: these still counts as this job's result when resuming
 RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
 
+#: the phases a record times (``timings.<phase>``), in the order an iteration runs them
+PHASES = ("env_step", "act", "h2d", "d2h", "update")
+
 #: a record's ``fixed_cost`` parts, in the order a job pays them (seconds; docs/reference/record.md)
 FIXED_COST_PARTS = ("start_s", "write_s", "wandb_init_s", "wandb_wait_s", "envs_s", "setup_s", "warmup_s", "eval_s",
                     "wandb_finish_s")

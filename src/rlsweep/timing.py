@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-PHASES = ("env_step", "act", "h2d", "d2h", "update")
+from rlsweep.records import PHASES  # noqa: F401 - re-exported: rlsweep.api's PHASES
 
 
 class CudaEvents:

@@ -11,7 +11,6 @@ from rlsweep.report.overrides import norm_value
 from rlsweep.toggles import TOGGLES
 
 SCHEMA_VERSION = 1
-PHASES = ("env_step", "act", "h2d", "d2h", "update")
 TOGGLE_NAMES = tuple(t.name for t in TOGGLES)
 #: the toggles that must keep every number (:attr:`Toggle.keeps_numbers`)
 KEEPS_NUMBERS = frozenset(t.name for t in TOGGLES if t.keeps_numbers)

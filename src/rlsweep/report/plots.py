@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.report.model import PHASES, Report
+from rlsweep.records import PHASES
+from rlsweep.report.model import Report
 from rlsweep.report.render import cell_marks
 
 

@@ -13,13 +13,12 @@ import math
 import textwrap
 from typing import Any
 
-from rlsweep.records import FIXED_COST_PARTS
+from rlsweep.records import FIXED_COST_PARTS, PHASES
 from rlsweep.report.model import (
     CI_RULE,
     END_TO_END_RULE,
     FLAG_RULE,
     LEARNING_RULE,
-    PHASES,
     CellSummary,
     MarginalEffect,
     Report,

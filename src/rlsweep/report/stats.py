@@ -16,7 +16,7 @@ import numpy as np
 
 from rlsweep import prepare
 from rlsweep.bootstrap import SeedRatio, iqm_with_ci, p_improvement, seed_ratio
-from rlsweep.records import FIXED_COST_PARTS, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, section
+from rlsweep.records import FIXED_COST_PARTS, PHASES, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, section
 from rlsweep.report import measurement
 from rlsweep.report.measurement import finite, positive_int
 from rlsweep.report.model import (
@@ -33,7 +33,6 @@ from rlsweep.report.model import (
     LEARNING_REL_FLOOR,
     LEARNING_SD_FACTOR,
     N_BOOTSTRAP,
-    PHASES,
     STATUS_MISSING,
     TOGGLE_VALUE_ORDER,
     UNKNOWN,

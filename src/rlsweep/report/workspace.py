@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlsweep.records import walk_records, write_bytes_atomic
-from rlsweep.report.model import PHASES, Report
+from rlsweep.records import PHASES, walk_records, write_bytes_atomic
+from rlsweep.report.model import Report
 from rlsweep.report.overrides import is_toggle_dim
 from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN
 

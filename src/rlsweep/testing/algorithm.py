@@ -22,6 +22,7 @@ from hydra.core.global_hydra import GlobalHydra
 from rlsweep.algos import algorithm_class, to_object
 from rlsweep.config import AlgoConfig, register_configs
 from rlsweep.envs import make_envs
+from rlsweep.records import PHASES
 from rlsweep.resources import CONF_DIR  # rlsweep's own config directory (checkout or installed package)
 from rlsweep.runner import seed_everything, train, train_seeds
 from rlsweep.runtime import NonFiniteLossError, Policy
@@ -100,7 +101,7 @@ class AlgorithmContract:
     #: learning bar: (total_env_steps, final_return threshold), judged on 2 of 3 seeds (slow)
     learning_bar: ClassVar[tuple[int, float]]
     #: phases every steady iteration records
-    phases: ClassVar[tuple[str, ...]] = ("env_step", "act", "h2d", "d2h", "update")
+    phases: ClassVar[tuple[str, ...]] = PHASES
     #: compiled (``compile=default``), the job must have no graph break and no recompile; False: they are listed
     compiles_clean: ClassVar[bool] = False
 
