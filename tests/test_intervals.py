@@ -55,3 +55,15 @@ def test_interquartile_mean_and_probability_of_improvement_as_rliable_defines_th
     assert (p, paired) == (0.75, True) and 0.5 <= lo <= p <= hi <= 1.0  # a tie counts half
     p, *_, paired = p_improvement({"0": 2.0, "1": 1.0}, {"2": 1.0, "3": 3.0}, rng, 500)
     assert (p, paired) == (0.375, False)  # all four pairs of runs: 2>1, 2<3, 1=1 (half), 1<3
+
+
+def test_two_seeds_that_agree_by_chance_keep_their_own_measurement_noise() -> None:
+    """A no-op toggle read 0.92x [0.92, 0.92] when two seeds' ratios agreed to three digits: the spread of two
+    values can be near zero by chance, but never below what each job's own iteration noise implies."""
+    cell, base = {"0": 92.0, "1": 92.1}, {"0": 100.0, "1": 100.1}
+    bare = seed_ratio(cell, base)
+    assert bare.ci_high / bare.ci_low < 1.01
+    se = {"0": 0.02, "1": 0.02}  # each job's median rate known to +-2% (one standard error)
+    floored = seed_ratio(cell, base, se, se)
+    assert floored.ratio == pytest.approx(bare.ratio)
+    assert floored.ci_low < 0.75 and floored.ci_high > 1.0

@@ -135,14 +135,22 @@ class SeedRatio:
         return n
 
 
-def seed_ratio(x: Mapping[str, float], y: Mapping[str, float]) -> SeedRatio:
+def seed_ratio(x: Mapping[str, float], y: Mapping[str, float], x_se: Mapping[str, float] | None = None,
+               y_se: Mapping[str, float] | None = None) -> SeedRatio:
     """x / y over seeds (``{seed: value}``, positive values): paired by seed when at least two seeds ran on
     both sides (a round of seeds ran close in time, so the machine's drift between rounds cancels), else
-    unpaired (Welch) when each side has two; with fewer there is no honest interval and ``why`` says so."""
+    unpaired (Welch) when each side has two; with fewer there is no honest interval and ``why`` says so.
+
+    ``x_se``, ``y_se``: each value's own relative standard error (a job's median rate, from its iterations),
+    where known. The spread used is never less than they imply: two seeds whose ratios agree by chance
+    would otherwise give a zero-width interval (seen on a no-op toggle: 0.92x [0.92, 0.92])."""
+    def floor(seeds: Sequence[str], *ses: Mapping[str, float] | None) -> float:
+        return math.sqrt(float(np.mean([sum((se or {}).get(s, 0.0) ** 2 for se in ses) for s in seeds])))
+
     common = [s for s in x if s in y]
     if len(common) >= 2:
         d = np.log([x[s] for s in common]) - np.log([y[s] for s in common])
-        sd = float(np.std(d, ddof=1))
+        sd = max(float(np.std(d, ddof=1)), floor(common, x_se, y_se))
         half = t975(len(d) - 1) * sd / math.sqrt(len(d))
         m = float(d.mean())
         return SeedRatio(math.exp(m), math.exp(m - half), math.exp(m + half), "paired by seed", len(d), sd)
@@ -151,13 +159,13 @@ def seed_ratio(x: Mapping[str, float], y: Mapping[str, float]) -> SeedRatio:
     if len(lx) < 2 or len(ly) < 2:
         n = min(len(lx), len(ly))
         return SeedRatio(point, n=n, why=f"{n} seed{'s' if n != 1 else ''}")
-    vx, vy = lx.var(ddof=1) / len(lx), ly.var(ddof=1) / len(ly)
+    sx, sy = max(lx.std(ddof=1), floor(list(x), x_se)), max(ly.std(ddof=1), floor(list(y), y_se))
+    vx, vy = sx ** 2 / len(lx), sy ** 2 / len(ly)
     se = math.sqrt(vx + vy)
     df = (vx + vy) ** 2 / (vx ** 2 / (len(lx) - 1) + vy ** 2 / (len(ly) - 1)) if se > 0 else len(lx) + len(ly) - 2
     half = t975(df) * se
-    pooled = math.sqrt((lx.var(ddof=1) + ly.var(ddof=1)) / 2)
     return SeedRatio(point, point * math.exp(-half), point * math.exp(half), "unpaired seeds",
-                     min(len(lx), len(ly)), pooled)
+                     min(len(lx), len(ly)), math.sqrt((sx ** 2 + sy ** 2) / 2))
 
 
 # ------------------------------------------------------------------ learning, as the field compares it

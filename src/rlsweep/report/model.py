@@ -192,6 +192,7 @@ class CellSummary:
     env_steps_per_s_seeds: list[float] = field(default_factory=list)
     # the same by seed ("?<job>" when a record has none): what the intervals pair across cells
     rate_by_seed: dict[str, float] = field(default_factory=dict, repr=False)
+    rate_se_by_seed: dict[str, float] = field(default_factory=dict, repr=False)  # a job's own, relative (iterations)
     wall_by_seed: dict[str, float] = field(default_factory=dict, repr=False)
     updates_per_s: float | None = None
     phase_median_ms: dict[str, float | None] = field(default_factory=dict)
@@ -261,7 +262,8 @@ class CellSummary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready numbers (per-iteration values and curves left out)."""
         out = {k: v for k, v in self.__dict__.items()
-               if k not in ("iteration_env_steps_per_s", "curves", "rate_by_seed", "wall_by_seed", "return_by_seed")}
+               if k not in ("iteration_env_steps_per_s", "curves", "rate_by_seed", "rate_se_by_seed", "wall_by_seed",
+                         "return_by_seed")}
         return {**out, "n_iterations": len(self.iteration_env_steps_per_s)}
 
 

@@ -246,7 +246,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             if n_steps is not None and rate is not None:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
-        _check_drift(cell, job, n_steps)
+        _check_drift(cell, job, n_steps, seed)
         if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
             cell.rate_by_seed[seed] = rate
@@ -293,11 +293,13 @@ def _seed_key(job: Job, taken: Mapping[str, Any]) -> str:
     return seed
 
 
-def _check_drift(cell: CellSummary, job: Job, n_steps: float | None) -> None:
-    """The job's drift within itself (first vs last third of its steady iterations) and its noise: flags."""
+def _check_drift(cell: CellSummary, job: Job, n_steps: float | None, seed: str) -> None:
+    """The job's drift within itself (first vs last third of its steady iterations) and its noise: flags, and
+    its median rate's own standard error (the floor of the intervals' spread)."""
     if (drift := measurement.job_drift(job)) is None:
         return
     cell.job_drift.append(drift)
+    cell.rate_se_by_seed[seed] = drift["rate_uncertainty"] / 2
     if drift["flagged"]:
         _flag(cell, FLAG_DRIFT, (
             f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
@@ -483,7 +485,7 @@ def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: in
     with its CI, and break-even budget, relative to its baseline cell."""
     why = _comparable(cell, base)
     if why is None:
-        _set_ratio(cell, seed_ratio(cell.rate_by_seed, base.rate_by_seed))
+        _set_ratio(cell, seed_ratio(cell.rate_by_seed, base.rate_by_seed, cell.rate_se_by_seed, base.rate_se_by_seed))
     else:
         cell.ratio_note = why
     if cell.ratio is not None:
@@ -649,7 +651,12 @@ def _over_pairs(pairs: list[tuple[CellSummary, CellSummary]], by_seed: str) -> S
     def pooled(side: int) -> dict[str, float]:
         return {s: math.exp(float(np.mean([math.log(getattr(p[side], by_seed)[s]) for p in pairs]))) for s in seeds}
 
-    return seed_ratio(pooled(1), pooled(0))
+    def pooled_se(side: int) -> dict[str, float]:  # of the mean of the pairs' logs
+        return {s: math.sqrt(sum(p[side].rate_se_by_seed.get(s, 0.0) ** 2 for p in pairs)) / len(pairs) for s in seeds}
+
+    if by_seed != "rate_by_seed":
+        return seed_ratio(pooled(1), pooled(0))
+    return seed_ratio(pooled(1), pooled(0), pooled_se(1), pooled_se(0))
 
 
 def _break_even(cell: CellSummary, base: CellSummary) -> float | None:
