@@ -115,9 +115,8 @@ def _toggle_line(eff: MarginalEffect) -> str:
     text += ", NOT CLEAN)" if eff.clean is False else ")"
     if eff.end_to_end is not None:
         text += f", {_short_ratio(eff.end_to_end, eff.end_to_end_ci_low, eff.end_to_end_ci_high, unit='x')} end to end"
-        if eff.break_even_env_steps is not None:
-            text += (f" (pays beyond ~{_steps(eff.break_even_env_steps)} env steps)" if eff.end_to_end < 1
-                     else f" (pays beyond ~{_steps(eff.break_even_env_steps)} env steps: this budget)")
+        if eff.break_even_env_steps is not None and (eff.ci_low or 0.0) > 1.0:  # a clear steady gain, dearer to start
+            text += f" (pays from ~{_steps(eff.break_even_env_steps)} env steps)"
     if eff.learning:
         text += f"; learning: {eff.learning}"
     return text
