@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,13 @@ def test_jitter_is_not_drift_but_a_job_too_noisy_to_resolve_10_percent_is_flagge
     base = cell(report, compile="none")
     assert base.flags == ["noisy"] and base.job_drift[0]["rate_uncertainty"] > 0.1
     assert "seed 0's median steady rate is uncertain by" in base.flag_notes[0]
+    # and what would make it enough: the uncertainty falls as 1/sqrt(iterations), so (u / 10%)^2 the budget
+    factor = (base.job_drift[0]["rate_uncertainty"] / 0.1) ** 2
+    steps = math.ceil(1000 * factor / 1000) * 1000  # the record's 1,000 env steps, rounded up to a thousand
+    assert f"; total_env_steps={steps:,} (x{factor:.1f}) would bring it under 10%" in base.flag_notes[0]
     assert cell(report, compile="default").ratio_clean is False  # against a noisy baseline
+    # and the interval's spread is at least that job's own noise: with one seed, none; the se is kept
+    assert base.rate_se_by_seed == {"0": pytest.approx(base.job_drift[0]["rate_uncertainty"] / 2)}
 
 
 def test_quiet_slightly_drifting_or_short_jobs_are_not_flagged(tmp_path: Path) -> None:
