@@ -1,4 +1,4 @@
-"""The report's intervals mean what they say at the seeds users run (docs/guide/report.md has the full table,
+"""The report's intervals mean what they say at the seeds users run (docs/guide/measuring.md has the full table,
 from scripts/interval_coverage.py), and the learning statistics are the field's (rliable's definitions)."""
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def learning_difference(ours: Sequence[float], peer: Sequence[float], n_boot: in
 # ------------------------------------------------------------------ a ratio over a few seeds
 # A percentile bootstrap over 2-5 seeds is far too sure (two seeds give three possible medians), so a
 # report's ratios use Student's t on the seeds' log ratios: exact for log-normal noise, and wide where
-# the evidence is thin, as it should be. Checked by simulation and on no-op toggles (docs/guide/report.md).
+# the evidence is thin, as it should be. Checked by simulation and on no-op toggles (docs/guide/measuring.md).
 
 #: Student's t, 97.5% quantile, for 1..30 degrees of freedom
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,

@@ -54,7 +54,7 @@ CI_RULE = (
     "interval, honestly: the spread of two values is itself barely known. A toggle's effect pools, seed by "
     "seed, the pairs of cells that differ only in it (geometric mean), then the same interval over seeds. "
     "'seeds needed' = seeds per cell whose interval would exclude 1 for an effect of the size seen, at the "
-    "noise seen. Coverage of this method by simulation and on no-op toggles: docs/guide/report.md. "
+    "noise seen. Coverage of this method by simulation and on no-op toggles: docs/guide/measuring.md. "
     "Learning intervals are percentile bootstraps ({n} resamples, RNG seed {seed})."
 )
 FLAG_RULE = (
