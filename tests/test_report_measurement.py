@@ -211,6 +211,11 @@ def test_seeds_trained_together_run_in_the_round_of_their_first_seed(tmp_path: P
         rec["group"] = {"seeds": [0, 1], "jobs": [1, 2], "leader": 1}
     report = build(tmp_path, recs)
     assert report.run_order["order"] == "seed-major" and report.run_order["n_timed_jobs"] == 4
+    # and their process timed them once: one measurement, not two (16 seeds together read 1.03x [1.03, 1.03])
+    together = cell(report, compile="default")
+    assert together.grouped and list(together.rate_by_seed) == ["0"] and together.ci_low is None
+    assert together.ratio_note == ("no interval: 1 timed process: seeds trained together are timed once")
+    assert len(together.return_by_seed) == 2  # each seed learns on its own: learning counts both
 
 
 # -------------------------------------------------------------------- end to end

@@ -130,7 +130,7 @@ def test_a_hyper_parameter_sweep_compares_with_the_configs_default(
     assert rp.main([str(sweep), "--no-plots", "--no-wandb"]) == 0
     out = capsys.readouterr().out
     assert "Baseline: algo.lr=0.0003 (the config's default)" in out
-    assert out.splitlines()[0].startswith("Best cell: algo.lr=0.001: 1.50x steady (no interval (1 seed)")
+    assert out.splitlines()[0].startswith("Best cell: algo.lr=0.001: 1.50x steady (no interval (1 seed; 3 or more give one)")
     report = rp.build_report(rp.load_sweep(sweep))
     assert report.baseline_labels == ["algo.lr=0.0003"]
     assert cell(report, **{"algo.lr": "0.001"}).ratio == pytest.approx(1.5)

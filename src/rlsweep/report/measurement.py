@@ -150,7 +150,7 @@ def spans(jobs: Sequence[Job]) -> list[Span]:
         info, fp = section(rec, "job"), section(rec, "fingerprint")
         host = str(info.get("hostname") or fp.get("hostname") or UNKNOWN)
         threads = positive_int(fp.get("num_threads")) or 1
-        if not _group_leader(job):
+        if not group_leader(job):
             threads = 0  # seeds_per_job: its group's first seed's process kept these threads busy, counted once
         # a Slurm job is confined to its own cores: jobs on one node share the node's CPUs;
         # local jobs share the launching process's affinity mask (usable_cpus)
@@ -210,7 +210,7 @@ def max_concurrent(all_spans: Sequence[Span]) -> int:
     return int(_load(processes)[2].max()) if processes else 0
 
 
-def _group_leader(job: Job) -> bool:
+def group_leader(job: Job) -> bool:
     """A job that trained alone, or the first of the seeds trained with it in one process."""
     members = section(job.record, "group").get("jobs")
     return not members or members[0] == section(job.record, "job").get("num")
@@ -225,7 +225,7 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     concurrent, n_timed = max_concurrent(timed), len(timed)
     # seeds trained together (seeds_per_job) started as one process: their group's first seed stands for them,
     # in the round of that seed, as the launcher scheduled it
-    timed = [s for s in timed if _group_leader(s.job)]
+    timed = [s for s in timed if group_leader(s.job)]
     launchers = sorted({str(section(s.job.record, "job").get("launcher") or UNKNOWN) for s in timed})
     limits = sorted({str(m) for s in timed if (m := section(s.job.record, "job").get("max_parallel"))})
     base = {"n_timed_jobs": n_timed, "max_concurrent": concurrent, "launchers": launchers, "max_parallel": limits}

@@ -193,6 +193,7 @@ class CellSummary:
     # the same by seed ("?<job>" when a record has none): what the intervals pair across cells
     rate_by_seed: dict[str, float] = field(default_factory=dict, repr=False)
     rate_se_by_seed: dict[str, float] = field(default_factory=dict, repr=False)  # a job's own, relative (iterations)
+    grouped: bool = False  # some of its seeds trained together (seeds_per_job): their process timed them once
     wall_by_seed: dict[str, float] = field(default_factory=dict, repr=False)
     updates_per_s: float | None = None
     phase_median_ms: dict[str, float | None] = field(default_factory=dict)

@@ -97,7 +97,7 @@ def _evidence(ratio: float | None, low: float | None, high: float | None, n: int
     if ratio is None:
         return ""
     if low is None or high is None:
-        return f"no interval ({why or 'one seed'}): run 3 or more seeds for one"
+        return f"no interval ({why or '1 seed'}; 3 or more give one)"
     if low > 1.0 or high < 1.0:
         return "clear" + (" gain" if low > 1.0 else " loss")
     more = (f"; ~{needed} seeds would resolve x{ratio:.2f}" if needed and needed > n

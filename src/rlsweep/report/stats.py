@@ -240,16 +240,21 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         rec = job.record
         wall, n_steps, rate = finite(rec.get("wall_s")), finite(rec.get("env_steps")), measurement.steady_rate(job)
         seed = _seed_key(job, {**cell.rate_by_seed, **cell.wall_by_seed})
+        # seeds trained together (seeds_per_job) share one process and its clock: one measurement, not N
+        timed = measurement.group_leader(job)
+        cell.grouped |= not timed
         if wall is not None and wall > 0:
             cell.wall_s_seeds.append(wall)
-            cell.wall_by_seed[seed] = wall
+            if timed:
+                cell.wall_by_seed[seed] = wall
             if n_steps is not None and rate is not None:
                 steps.append(n_steps)
                 fixed.append(wall - n_steps / rate)
-        _check_drift(cell, job, n_steps, seed)
+        _check_drift(cell, job, n_steps, seed if timed else None)
         if rate is not None:
             cell.env_steps_per_s_seeds.append(rate)
-            cell.rate_by_seed[seed] = rate
+            if timed:
+                cell.rate_by_seed[seed] = rate
         cell.iteration_env_steps_per_s += measurement.iteration_rates(job)
         curve = section(section(rec, "learning"), "curve")
         if curve.get("episode_return"):
@@ -293,13 +298,14 @@ def _seed_key(job: Job, taken: Mapping[str, Any]) -> str:
     return seed
 
 
-def _check_drift(cell: CellSummary, job: Job, n_steps: float | None, seed: str) -> None:
+def _check_drift(cell: CellSummary, job: Job, n_steps: float | None, seed: str | None) -> None:
     """The job's drift within itself (first vs last third of its steady iterations) and its noise: flags, and
     its median rate's own standard error (the floor of the intervals' spread)."""
     if (drift := measurement.job_drift(job)) is None:
         return
     cell.job_drift.append(drift)
-    cell.rate_se_by_seed[seed] = drift["rate_uncertainty"] / 2
+    if seed is not None:
+        cell.rate_se_by_seed[seed] = drift["rate_uncertainty"] / 2
     if drift["flagged"]:
         _flag(cell, FLAG_DRIFT, (
             f"drift: seed {job.seed}'s steady rate went from {drift['first_third']:.4g} (first third "
@@ -473,11 +479,16 @@ def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
     return None
 
 
-def _set_ratio(cell: CellSummary, sr: SeedRatio) -> None:
+def _set_ratio(cell: CellSummary, base: CellSummary, sr: SeedRatio) -> None:
     cell.ratio, cell.ci_low, cell.ci_high, cell.ci_method = sr.ratio, sr.ci_low, sr.ci_high, sr.method or "none"
     cell.ci_n, cell.seeds_needed = sr.n, sr.seeds_for()
     if sr.why:
-        cell.ratio_note = f"no interval: {sr.why}"
+        cell.ratio_note = f"no interval: {_per_process(sr.why, cell.grouped or base.grouped)}"
+
+
+def _per_process(why: str, grouped: bool) -> str:
+    """Why there is no interval, said of processes where seeds trained together were timed once."""
+    return why.replace("seed", "timed process", 1) + ": seeds trained together are timed once" if grouped else why
 
 
 def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int) -> None:
@@ -485,7 +496,8 @@ def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: in
     with its CI, and break-even budget, relative to its baseline cell."""
     why = _comparable(cell, base)
     if why is None:
-        _set_ratio(cell, seed_ratio(cell.rate_by_seed, base.rate_by_seed, cell.rate_se_by_seed, base.rate_se_by_seed))
+        _set_ratio(cell, base, seed_ratio(cell.rate_by_seed, base.rate_by_seed, cell.rate_se_by_seed,
+                                          base.rate_se_by_seed))
     else:
         cell.ratio_note = why
     if cell.ratio is not None:
@@ -613,7 +625,8 @@ def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], d
     if steady is None:  # no two seeds ran in every cell of the pairs: the pairs' ratios, without an interval
         eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
         common = set.intersection(*(set(c.rate_by_seed) for pair in pairs for c in pair))
-        eff.why = "1 seed" if len(common) == 1 else "fewer than 2 seeds ran in every cell of its pairs"
+        eff.why = _per_process("1 seed" if len(common) == 1 else "fewer than 2 seeds ran in every cell of its pairs",
+                               any(c.grouped for pair in pairs for c in pair))
     else:
         eff.effect, eff.ci_low, eff.ci_high, eff.ci_method = steady.ratio, steady.ci_low, steady.ci_high, steady.method
         eff.n_seeds, eff.seeds_needed, eff.why = steady.n, steady.seeds_for(), steady.why
