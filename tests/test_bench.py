@@ -67,6 +67,7 @@ def check_quick_bench(res: dict, md: str, stdout: str) -> None:
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(1900)
 @pytest.mark.skipif(not HAS_SB3, reason='stable-baselines3 not installed (pip install -e ".[bench]")')
 def test_quick_bench_writes_consistent_json_and_markdown(tmp_path) -> None:
     out = tmp_path / "bench.json"

@@ -33,6 +33,7 @@ def test_without_a_gpu_it_says_so_and_runs_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1700)  # the script's own CPU deadline is 1500 s
 @pytest.mark.skipif(torch.cuda.is_available(), reason="there is a GPU: run the real check instead")
 def test_the_cpu_fallback_runs_every_step_and_packs_the_tables(tmp_path: Path) -> None:
     proc = subprocess.run(["bash", str(SCRIPT)], env={**os.environ, "OUT": str(tmp_path), "GPU_CHECK_ALLOW_CPU": "1"},
