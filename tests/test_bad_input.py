@@ -290,3 +290,18 @@ def test_a_sweep_given_after_a_plain_value_replaces_it(capsys: pytest.CaptureFix
     assert group_value_errors(["seed=0,1", "seed=2", "seed=3"]) == [
         "seed is given 3 times (seed=0,1 and seed=2 and seed=3): Hydra would keep only the last; "
         "give each key once (a sweep: key=a,b)"]
+
+
+def test_every_value_its_schema_key_refuses_is_named_at_once() -> None:
+    """Hydra stops at the first value a schema refuses; the command line's check names each of them, also inside
+    a sweep, and leaves sweeps Hydra expands itself (range) and interpolations alone."""
+    from rlsweep.cli import group_value_errors
+
+    assert group_value_errors(["seed=abc", "total_env_steps=xyz", "compile.fullgraph=maybe"]) == [
+        "seed=abc: Value 'abc' of type 'str' could not be converted to Integer",
+        "total_env_steps=xyz: Value 'xyz' of type 'str' could not be converted to Integer",
+        "compile.fullgraph=maybe: Value 'maybe' is not a valid bool (type str)"]
+    assert group_value_errors(["seed=0,abc"]) == [
+        "seed=0,abc: 'abc': Value 'abc' of type 'str' could not be converted to Integer"]
+    assert group_value_errors(["seed=range(0,3)", "total_env_steps=${oc.env:STEPS,4096}"]) == []
+    assert group_value_errors(["twin_modules=true", "backend.num_threads=2", "algo.lr=0.001"]) == []

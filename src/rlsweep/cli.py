@@ -156,6 +156,37 @@ def group_value_errors(args: list[str]) -> list[str]:
             errors.append(f"{o.input_line}: an option of the config group {key} is a name, not {shown}{choose}")
         elif options and not key.startswith("hydra/") and not o.is_delete():  # a launcher's options are plugins'
             errors += [option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
+    return errors + _type_errors([o for o in parsed if not o.is_delete() and o.key_or_group not in groups])
+
+
+def _type_errors(parsed: list[Any]) -> list[str]:
+    """Each value of a schema key that its type refuses (``seed=abc total_env_steps=xyz``: both named; Hydra
+    would stop at the first). Keys the default schema does not hold (an algorithm's own) are left to Hydra."""
+    import copy
+
+    from omegaconf import OmegaConf, ValueNode
+    from omegaconf.errors import OmegaConfBaseException
+
+    from rlsweep.config import TrainConfig
+
+    schema = OmegaConf.structured(TrainConfig)
+    errors = []
+    for o in parsed:
+        parent_key, _, leaf = o.key_or_group.rpartition(".")
+        parent = OmegaConf.select(schema, parent_key) if parent_key else schema
+        node = parent._get_node(leaf) if OmegaConf.is_dict(parent) and leaf in parent else None
+        if not isinstance(node, ValueNode):
+            continue
+        value = o.value()
+        values = getattr(value, "list", None) if o.is_sweep_override() else [value]
+        for v in values or ():  # a range or interval sweep, a glob: Hydra expands and checks them itself
+            if isinstance(v, str) and "${" in v or not isinstance(v, (str, int, float, bool, type(None))):
+                continue  # an interpolation: resolved against the composed config
+            try:
+                copy.copy(node)._set_value(v)
+            except OmegaConfBaseException as exc:  # OmegaConf's own words, as Hydra would print them
+                why = str(exc).splitlines()[0].replace("$VALUE_TYPE", type(v).__name__).replace("$VALUE", str(v))
+                errors.append(f"{o.input_line}: {why}" if len(values) == 1 else f"{o.input_line}: {v!r}: {why}")
     return errors
 
 
