@@ -262,10 +262,10 @@ def test_fuzzed_bad_command_lines_end_with_one_message_and_no_folder(cli, case) 
     _check(cli, case[0])
 
 
-@pytest.mark.slow  # 300 command lines, ~1 s each (each is composed by Hydra at least twice)
-@fuzz(300)
+@pytest.mark.slow  # 150 command lines, ~1 s each (each is composed by Hydra at least twice)
+@fuzz(150)
 @given(case=command_lines())
-def test_three_hundred_fuzzed_bad_command_lines_end_with_one_message_and_no_folder(cli, case) -> None:
+def test_a_hundred_and_fifty_fuzzed_bad_command_lines_end_with_one_message_and_no_folder(cli, case) -> None:
     _check(cli, case[0])
 
 
