@@ -22,6 +22,26 @@ os.environ["TMPDIR"] = tempfile.tempdir = str(_SCRATCH)
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(_SCRATCH / "torchinductor")
 
 
+#: the modules that take longest (seconds in the slow tier's --durations, 2026-12-05: bench 793, prepare 724, the
+#: learning tests 463-569, the Slurm sweeps 482 and chaos 372), run first: pytest-xdist's --dist loadscope hands a
+#: module to one worker whole, in collection order, so a long module collected last kept one worker busy for
+#: minutes while the other had nothing left (CI's slow tier ended so, ~25 minutes on one worker)
+LONGEST_FIRST = ("test_bench.py", "test_prepare.py", "algos/test_sac.py", "algos/test_dqn.py", "slurm/test_sweeps.py",
+                 "algos/test_td3.py", "slurm/test_chaos.py", "test_gpu_check.py", "toggles/test_compile.py",
+                 "test_fuzz_cli.py")
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ARG001 - pytest's hook signature
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def order(item) -> int:
+        path = Path(str(item.path)).resolve()
+        return rank.get(path.relative_to(_TESTS).as_posix(), len(rank)) if _TESTS in path.parents else len(rank)
+
+    items[:] = sorted(items, key=order)  # stable: the other modules, and each module's tests, keep their order
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ARG001 - pytest's hook signature
     shutil.rmtree(_SCRATCH, ignore_errors=True)
 
