@@ -12,6 +12,8 @@ rlsweep runs this same contract over its built-in algorithms and over ``examples
         incompatible_env = "cartpole"        # an env your algorithm cannot drive (None: none)
         learning_bar = (20_000, -300.0)      # slow test: final return >= bar on 2 of 3 seeds
         compiles_clean = True                # compiled: no graph break and no recompile
+        bandit = ["total_env_steps=1024"]    # (the default) steps in which the tiny job learns a bandit
+        bootstraps = True                    # (the default) its targets bootstrap: truncation is not the end
 
 Each check composes the real Hydra configs (rlsweep's ``conf/`` plus ``config_dir``) and trains for
 real; the toggle contracts (``test_toggle_acts[<toggle>]``, ``test_toggle_keeps_the_numbers[<toggle>]``)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import inspect
 import os
 import signal
@@ -12,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -19,6 +22,7 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+import rlsweep.envs
 from rlsweep.algos import algorithm_class, to_object
 from rlsweep.config import AlgoConfig, register_configs
 from rlsweep.envs import make_envs
@@ -104,6 +108,11 @@ class AlgorithmContract:
     phases: ClassVar[tuple[str, ...]] = PHASES
     #: compiled (``compile=default``), the job must have no graph break and no recompile; False: they are listed
     compiles_clean: ClassVar[bool] = False
+    #: overrides with which the tiny job learns a one-step bandit (:meth:`test_learns_a_bandit`)
+    bandit: ClassVar[Sequence[str]] = ("total_env_steps=1024",)
+    #: its targets bootstrap from the next state's value (TD, GAE): a time limit must not read as a terminal
+    #: state. False for one that never bootstraps (Monte-Carlo returns), to which both are the same
+    bootstraps: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -223,6 +232,36 @@ class AlgorithmContract:
         errors = validate(compose([f"algo={self.algo}", f"env={self.incompatible_env}"], self.config_dir))
         assert any(" needs a " in e and "action space" in e for e in errors), errors
 
+    def test_a_time_limit_is_not_a_terminal_state(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Episodes cut by ``env.max_episode_steps`` (truncated) bootstrap from their last state where ended ones
+        (terminated) do not: the same job, with every truncation reported as a termination, must learn other
+        parameters. An algorithm that takes ``terminated | truncated`` as the end learns the same ones."""
+        if not self.bootstraps:
+            pytest.skip("its targets never bootstrap from a next state")
+        cut = ("env.max_episode_steps=8",)  # nearly every episode of the tiny job ends at the time limit
+        truncating = parameters(self.train(*cut).algo)
+        make = rlsweep.envs._make_env
+        monkeypatch.setattr(rlsweep.envs, "_make_env", lambda *a: _TruncationAsTermination(make(*a)))
+        terminating = parameters(self.train(*cut).algo)
+        assert any(not torch.equal(truncating[k], terminating[k]) for k in truncating), (
+            "the same parameters whether an episode was truncated or terminated: bootstrap truncated "
+            "transitions from their real last observation (info['final_obs']); only `terminated` ends the return")
+
+    def test_learns_a_bandit(self) -> None:
+        """On a one-step bandit with the algorithm's kind of actions (:class:`Bandit`), the tiny job's greedy
+        policy earns at least 0.6 (the untrained one's ~0.5, or 0 or 1 for two actions; the best is 1): a loss
+        with its sign flipped, or that never reaches the policy, learns the other way or not at all."""
+        env_id = Bandit.register(continuous=not isinstance(self._action_space(), gym.spaces.Discrete))
+        out = self.train(f"env.id={env_id}", *self.bandit)
+        assert out.learning["final_return"] >= 0.6, (
+            f"the greedy policy earns {out.learning['final_return']:.3f} of the bandit's best 1.0 after "
+            f"{out.updates} updates: does the loss push the policy toward the actions with the higher return?")
+
+    def _action_space(self) -> gym.Space:
+        """The action space of the tiny job's env."""
+        with contextlib.closing(gym.make(self.cfg().env.id)) as env:
+            return env.action_space
+
     def test_non_finite_loss_stops_the_job(self) -> None:
         with pytest.raises(NonFiniteLossError, match=r"non-finite loss at update \d+"):
             self.train("algo.lr=1e30", "total_env_steps=2048")
@@ -309,6 +348,42 @@ class AlgorithmContract:
             if sum(f >= bar for f in finals) >= 2:
                 break
         assert sum(f >= bar for f in finals) >= 2, f"final returns {finals} vs bar {bar}"
+
+
+class Bandit(gym.Env):
+    """A one-step bandit: every episode is one action, earning 1 for action 1 of two (discrete), or
+    ``1 - |a - 0.5|`` for an action ``a`` in [-1, 1] (continuous), from the same observation."""
+
+    def __init__(self, continuous: bool = False) -> None:
+        self.continuous = continuous
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous else gym.spaces.Discrete(2)
+        self._obs = np.full(2, 0.5, np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        return self._obs.copy(), {}
+
+    def step(self, action: Any) -> Any:
+        chosen = float(np.asarray(action).reshape(-1)[0])
+        reward = 1.0 - abs(chosen - 0.5) if self.continuous else float(int(chosen) == 1)
+        return self._obs.copy(), reward, True, False, {}
+
+    @staticmethod
+    def register(continuous: bool) -> str:
+        """The bandit's gymnasium id, registered in this process."""
+        env_id = f"rlsweep-testing/{'Continuous' if continuous else 'Discrete'}Bandit-v0"
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=functools.partial(Bandit, continuous))
+        return env_id
+
+
+class _TruncationAsTermination(gym.Wrapper):
+    """An env whose time limit reads as the episode's end: what an algorithm ignoring truncation sees anyway."""
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated or truncated, False, info
 
 
 #: the contract's observed tiny jobs and their final parameters, by (algorithm, overrides, record_ops)

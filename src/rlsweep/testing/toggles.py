@@ -19,6 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlsweep.runner import train
+from rlsweep.update import Update
 
 
 def global_state() -> dict[str, Any]:
@@ -36,12 +37,14 @@ def global_state() -> dict[str, Any]:
 
 
 class _OpRecorder(TorchDispatchMode):
-    """Counts every aten op an eager job runs, by (op name, dtype of its first tensor output), and
-    the memory format of every 4-d input a convolution (forward or backward) reads."""
+    """Counts every aten op an eager job runs, by (op name, dtype of its first tensor output), those of
+    its gradient steps apart, and the memory format of every 4-d input a convolution (forward or backward) reads."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.update_ops: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.in_update = False
         self.conv_layouts: collections.Counter[str] = collections.Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -53,7 +56,19 @@ class _OpRecorder(TorchDispatchMode):
         first = out[0] if isinstance(out, (tuple, list)) and out else out
         dtype = str(first.dtype).removeprefix("torch.") if isinstance(first, torch.Tensor) else ""
         self.ops[func.__name__, dtype] += 1  # e.g. ("relu_.default", "float32")
+        if self.in_update:
+            self.update_ops[func.__name__, dtype] += 1
         return out
+
+    def stepping(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``Update.__call__``, with the ops it runs counted as the gradient step's too."""
+        def step(update: Any, *args: Any) -> Any:
+            self.in_update = True
+            try:
+                return call(update, *args)
+            finally:
+                self.in_update = False
+        return step
 
 
 @dataclass
@@ -63,6 +78,8 @@ class Observation:
     outcome: Any  # rlsweep.runner.TrainOutcome
     #: aten ops by (name, output dtype); empty unless recorded (eager jobs only)
     ops: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+    #: those of them that ran inside the gradient steps (``rt.update``'s calls)
+    update_ops: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
     #: memory formats of the 4-d inputs convolutions read ("channels_last", "contiguous"); recorded with ops
     conv_layouts: collections.Counter[str] = field(default_factory=collections.Counter)
     #: nn.Module.train()/.eval() calls after the first iteration
@@ -72,8 +89,9 @@ class Observation:
     during: dict[str, Any] = field(default_factory=dict)
     after: dict[str, Any] = field(default_factory=dict)
 
-    def ops_named(self, *names: str, dtype: str | None = None) -> int:
-        return sum(n for (op, dt), n in self.ops.items()
+    def ops_named(self, *names: str, dtype: str | None = None, in_update: bool = False) -> int:
+        """How many ops of these names (and output ``dtype``) ran; ``in_update``: inside the gradient steps."""
+        return sum(n for (op, dt), n in (self.update_ops if in_update else self.ops).items()
                    if op.split(".")[0] in names and (dtype is None or dt == dtype))
 
 
@@ -94,9 +112,12 @@ def observe(cfg: Any, record_ops: bool = False) -> Observation:
 
     before = global_state()
     recorder = _OpRecorder()
-    with mock.patch.object(torch.nn.Module, "train", counting_train), recorder if record_ops else nullcontext():
+    with (mock.patch.object(torch.nn.Module, "train", counting_train),
+          mock.patch.object(Update, "__call__", recorder.stepping(Update.__call__)),
+          recorder if record_ops else nullcontext()):
         outcome = train(cfg, on_iteration=hook)
-    return Observation(outcome, recorder.ops, recorder.conv_layouts, switches["n"], before, during, global_state())
+    return Observation(outcome, recorder.ops, recorder.update_ops, recorder.conv_layouts, switches["n"], before,
+                       during, global_state())
 
 
 @dataclass(frozen=True)
@@ -170,7 +191,9 @@ def _compile(on: Observation, off: Observation) -> None:
 
 def _dtype(on: Observation, off: Observation) -> None:
     matmuls = ("addmm", "mm", "linear", "bmm")
-    assert on.ops_named(*matmuls, dtype="bfloat16") > 0, "no matmul ran in bfloat16 under autocast"
+    # acting autocasts by itself (rt.policy): the losses must too, inside the gradient step
+    assert on.ops_named(*matmuls, dtype="bfloat16", in_update=True) > 0, (
+        "no matmul of the gradient step ran in bfloat16: run the forwards and losses under `with rt.autocast():`")
     assert off.ops_named(*matmuls, dtype="bfloat16") == 0
     assert off.ops_named(*matmuls, dtype="float32") > 0
 
