@@ -9,20 +9,20 @@ in the result record, W&B and the report. An algorithm that sets ``seeds_togethe
 seeds in one process (``seeds_per_job``; docs/guide/seeds.md). See docs/guide/plugins.md for a walk-through, and
 ``examples/td3/`` for a complete algorithm written only against this module.
 
-Names here are stable; everything else in rlsweep is internal and may change.
+Names here are stable; everything else in rlsweep is internal and may change. What a plugin is handed
+rather than builds (the policy ``rt.policy`` returns, the step ``rt.update`` returns, the seed stacks of
+``rt.per_seed``) is used through the Runtime's methods and documented there.
 """
 
 from __future__ import annotations
 
 from rlsweep.algos.base import Algorithm
-from rlsweep.buffers import ReplayBuffer, SeedBuffers, replay_buffer
+from rlsweep.buffers import replay_buffer
 from rlsweep.config import AlgoConfig, ConfigError, TrainConfig, hyper_parameter_errors
 from rlsweep.envs import finished_episodes
 from rlsweep.nets import layer_init, mlp
-from rlsweep.runtime import NonFiniteLossError, Policy, Runtime, check_finite
-from rlsweep.seeds import SeedStack
+from rlsweep.runtime import NonFiniteLossError, Runtime
 from rlsweep.timing import PHASES, PhaseTimer
-from rlsweep.update import Update
 
 __all__ = [
     "PHASES",
@@ -31,14 +31,8 @@ __all__ = [
     "Algorithm",
     "NonFiniteLossError",
     "PhaseTimer",
-    "Policy",
-    "ReplayBuffer",
     "Runtime",
-    "SeedBuffers",
-    "SeedStack",
     "TrainConfig",
-    "Update",
-    "check_finite",
     "finished_episodes",
     "hyper_parameter_errors",
     "layer_init",
