@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rlsweep.bootstrap import learning_difference, ratio_with_ci
+from rlsweep.bootstrap import ci_text, learning_difference, ratio_with_ci
 from rlsweep.records import read_record, walk_records
 
 #: the fastest toggles measured per algorithm on a CPU with 1 intra-op thread (figures in
@@ -620,15 +620,14 @@ def _speed_rows(name: str, c: dict[str, Any]) -> list[str]:
     for i, p in enumerate(c["peers"].values()):
         steady_target = f"{c['target_ratio']:g}x {_verdict(c['meets_target'])}" if i == 0 else "(reported)"
         rows.append(f"| {name} | {p['peer']} | steady state (env-steps/s) | {c['rlsweep_env_steps_per_s']:.0f} | "
-                    f"{p['peer_env_steps_per_s']:.0f} | {p['ratio']:.2f}x [{p['ratio_ci'][0]:.2f}, "
-                    f"{p['ratio_ci'][1]:.2f}] | {steady_target} |")
+                    f"{p['peer_env_steps_per_s']:.0f} | {p['ratio']:.2f}x {ci_text(p['ratio_ci'])} | {steady_target} |")
         for kind in CACHE_KINDS:
             e = p["end_to_end"][kind]
             target = (f"{e['target']:g}x {_verdict(e['meets_target'])}" if i == 0 and e["target"] is not None
                       else "(reported)")
             rows.append(f"| {name} | {p['peer']} | end to end, {kind} compile cache (process s) | "
                         f"{e['rlsweep_process_wall_s']:.1f} | {e['peer_process_wall_s']:.1f} | {e['ratio']:.2f}x "
-                        f"[{e['ratio_ci'][0]:.2f}, {e['ratio_ci'][1]:.2f}] | {target} |")
+                        f"{ci_text(e['ratio_ci'])} | {target} |")
     return rows
 
 
@@ -674,8 +673,8 @@ def markdown(res: dict[str, Any]) -> str:
              "|---|---|---|---:|---:|---|---|"]
     for name, c in comps.items():
         lines += _speed_rows(name, c)
-    lines += ["", "Ratios are env-steps/s, rlsweep / peer (medians over the repeats, intervals from a bootstrap of "
-              "the paired repeats). Steady state: warm-up and compile excluded on every side, same boundary. End to "
+    lines += ["", "Ratios are env-steps/s, rlsweep / peer (the geometric mean of the paired repeats' ratios, with "
+              "Student's t 95% interval over them: wide with two repeats, none with one). Steady state: warm-up and compile excluded on every side, same boundary. End to "
               "end: the whole process timed from outside (interpreter start-up, imports, compile, training, "
               "evaluation; the process seconds shown are medians), rlsweep once with an empty compile cache (cold) "
               "and once with the cache an untimed run of the same config filled (warm). Peers run the same "

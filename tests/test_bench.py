@@ -140,15 +140,19 @@ def test_ratio_ci_brackets_the_ratio() -> None:
     from benchmarks import ratio_with_ci
 
     r, ci = ratio_with_ci([10.0, 12.0, 11.0], [5.0, 5.5, 6.0], paired=True)
-    assert math.isclose(r, 11.0 / 5.5)
+    assert math.isclose(r, (10 / 5 * 12 / 5.5 * 11 / 6) ** (1 / 3))  # the geometric mean of the pairs' ratios
     assert ci[0] <= r <= ci[1]
-    assert ratio_with_ci([3.0], [1.0], paired=True) == (3.0, [3.0, 3.0])
+    r, ci = ratio_with_ci([3.0], [1.0], paired=True)  # one repeat: a ratio, no interval
+    assert math.isclose(r, 3.0) and ci is None
+    # two repeats that agree to 5% still give a wide interval (t with one degree of freedom), not +-2%
+    lo, hi = ratio_with_ci([5910.0, 5636.0], [1031.0, 959.0], paired=True)[1]
+    assert lo < 5.0 and hi > 6.7
     # pairs that drift together: pairing keeps each pair whole, so the shared drift cancels
     a, b = [10.0, 20.0, 30.0, 40.0], [5.0, 10.0, 15.0, 20.0]
-    assert ratio_with_ci(a, b, paired=True)[1] == [2.0, 2.0]
+    assert ratio_with_ci(a, b, paired=True)[1] == pytest.approx([2.0, 2.0])
     lo, hi = ratio_with_ci(a, b, paired=False)[1]
     assert lo < 2.0 < hi
-    with pytest.raises(ValueError, match="as many repeats"):
+    with pytest.raises(ValueError, match="as many on each side"):
         ratio_with_ci(a, b[:3], paired=True)
 
 
@@ -370,7 +374,8 @@ def test_the_collection_limit_pairs_only_what_was_timed_side_by_side(tmp_path, m
     monkeypatch.setattr(core, "ratio_with_ci", lambda a, b, paired: seen.append(paired) or real(a, b, paired=paired))
     out = core.limit(core.Bench(root=tmp_path, repeats=3), runs, log=lambda m: None)
     assert seen == [beside]
-    assert out["collection_fraction"] == pytest.approx(0.6)
+    # the geometric mean of the ratios: paired run by run, or each side's own over its runs (the same here)
+    assert out["collection_fraction"] == pytest.approx((500 * 600 * 700 / (1000 * 1000 * 1400)) ** (1 / 3))
     assert next(apart, None) == (1000.0 if beside else None)  # apart: the raw stepping timed on its own
 
 

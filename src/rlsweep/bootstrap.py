@@ -1,15 +1,15 @@
-"""Bootstrap intervals, one implementation for the report and the bench.
+"""Intervals over seeds and repeats, one implementation for the report and the bench.
 
-A ratio's interval is the 2.5-97.5 percentile of median(a) / median(b) over resamples, drawn
-``paired=True`` when repeat ``i`` of both sides ran together (the bench's interleaved repeats: one
-set of indices keeps each pair whole, so drift shared by a pair cancels) or ``paired=False`` for
-independent samples (a report's cells: separate jobs; each side resampled on its own, any length).
+A speed ratio's interval is Student's t over the log ratios (:func:`seed_ratio`): paired by seed when repeat
+``i`` of both sides ran together (the bench's interleaved repeats, a report's rounds of seeds: drift shared
+by a pair cancels), else Welch's over each side's logs. With two repeats it is wide, as it should be; with
+one there is none. The percentile bootstrap of medians (:func:`ratio_samples`) was too sure with two or three
+repeats (``scripts/interval_coverage.py`` measures both); learning keeps rliable's bootstrap (below).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,13 +46,21 @@ def interval(samples: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def ratio_with_ci(a: Sequence[float], b: Sequence[float], *, paired: bool, n_boot: int = 2000,
-                  seed: int = 0) -> tuple[float, list[float]]:
-    """median(a) / median(b) and its 95% bootstrap interval; a single repeat gives a zero-width one."""
-    ratio = statistics.median(a) / statistics.median(b)
-    if min(len(a), len(b)) < 2:
-        return ratio, [ratio, ratio]
-    return ratio, list(interval(ratio_samples(a, b, np.random.default_rng(seed), n_boot, paired=paired)))
+def ratio_with_ci(a: Sequence[float], b: Sequence[float], *, paired: bool) -> tuple[float, list[float] | None]:
+    """a / b over repeats (positive values) and its 95% interval (:func:`seed_ratio`): ``paired`` when
+    repeat ``i`` of both sides ran together. None for the interval with too few repeats for one."""
+    if paired and len(a) != len(b):
+        raise ValueError(f"paired repeats need as many on each side, got {len(a)} and {len(b)}")
+    x, y = dict(enumerate(a)), dict(enumerate(b)) if paired else {f"b{i}": v for i, v in enumerate(b)}
+    r = seed_ratio(x, y)
+    return r.ratio, None if r.ci_low is None or r.ci_high is None else [r.ci_low, r.ci_high]
+
+
+def ci_text(ci: Sequence[float] | None) -> str:
+    """``[lo, hi]`` to two decimals, or why there is none."""
+    if ci is None:
+        return "(no interval: too few repeats)"
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def _p_improvement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
