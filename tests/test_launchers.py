@@ -43,6 +43,19 @@ def test_jobs_run_seed_major_the_cells_order_alternating_from_seed_to_seed() -> 
     assert seed_major_order([["x=a"], ["x=b"], ["x=c"]]) == [0, 1, 2]  # no seed: as the sweep lists them
 
 
+def test_seeds_trained_together_run_in_the_round_of_their_middle_seed() -> None:
+    """``seeds_per_job=1,4 seed=0,1,2,3``: the four seeds trained in one process run amid the single-seed
+    jobs they are compared against (in seed 1's round), not all before them; the report reads it so."""
+    from hydra_plugins.rlsweep_launcher.rlsweep_launcher import _leaders_in_order
+    from rlsweep.launchers import round_member, seed_groups
+
+    jobs = [[f"seeds_per_job={n}", f"seed={s}"] for n in (1, 4) for s in range(4)]
+    groups = seed_groups(jobs, 1)
+    assert groups == [[0], [1], [2], [3], [4, 5, 6, 7]]
+    assert _leaders_in_order(groups, jobs) == [0, 4, 1, 2, 3]  # round 1 alternates: the group first
+    assert [round_member(list(range(n))) for n in (1, 2, 4, 8)] == [0, 0, 1, 3]
+
+
 def _launcher(*overrides: str):
     register_configs()
     GlobalHydra.instance().clear()

@@ -108,6 +108,12 @@ def seed_groups(job_overrides: Sequence[Sequence[str]], base_seeds_per_job: Any)
     return groups
 
 
+def round_member(members: Sequence[Any]) -> Any:
+    """Of the seeds one process trains together, the one whose round of a seed-major sweep it runs in: the
+    middle one (the launcher schedules it so; the report reads the run order so)."""
+    return members[(len(members) - 1) // 2]
+
+
 def group_members(job_overrides: Sequence[Sequence[str]], group: Sequence[int], first_num: int) -> list[dict[str, Any]]:
     """What the job that trains ``group`` needs of each member: its number, seed and overrides."""
     return [{"num": first_num + i, "seed": int(_override_values(job_overrides[i], SEED_KEY)[-1]),

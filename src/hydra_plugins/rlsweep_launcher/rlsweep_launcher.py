@@ -134,11 +134,13 @@ def _plan_groups(config: Any, job_overrides: Any, initial_job_idx: int, sweep_di
 
 
 def _leaders_in_order(groups: list[list[int]], job_overrides: Any) -> list[int]:
-    """The jobs that train a group (each group's first), seed-major (:func:`rlsweep.launchers.seed_major_order`)."""
-    from rlsweep.launchers import seed_major_order
+    """The jobs that train a group (each group's first), seed-major (:func:`rlsweep.launchers.seed_major_order`),
+    a group in the round of its middle seed (:func:`rlsweep.launchers.round_member`): eight seeds trained together
+    run amid the rounds of the single-seed jobs they are compared against, not all before them."""
+    from rlsweep.launchers import round_member, seed_major_order
 
-    leaders = [g[0] for g in groups]
-    return [leaders[k] for k in seed_major_order([job_overrides[i] for i in leaders])]
+    order = seed_major_order([job_overrides[round_member(g)] for g in groups])
+    return [groups[k][0] for k in order]
 
 
 def _returns(groups: list[list[int]], led: dict[int, JobReturn], job_overrides: Any, initial_job_idx: int,

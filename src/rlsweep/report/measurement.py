@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from rlsweep.launchers import round_member
 from rlsweep.records import section
 from rlsweep.report.model import (
     DRIFT_MIN_PER_THIRD,
@@ -22,6 +23,7 @@ from rlsweep.report.model import (
     UNKNOWN,
     Job,
 )
+from rlsweep.report.overrides import norm_value
 
 #: standard error of a median = this x sd / sqrt(n) (normal samples)
 _MEDIAN_SE = 1.2533
@@ -223,8 +225,8 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     """
     timed = sorted(spans(jobs), key=lambda s: (s.start, s.job.num if s.job.num is not None else 0))
     concurrent, n_timed = max_concurrent(timed), len(timed)
-    # seeds trained together (seeds_per_job) started as one process: their group's first seed stands for them,
-    # in the round of that seed, as the launcher scheduled it
+    # seeds trained together (seeds_per_job) started as one process: their group's first job stands for them,
+    # in the round of its middle seed, where the launcher scheduled it (rlsweep.launchers.round_member)
     timed = [s for s in timed if group_leader(s.job)]
     launchers = sorted({str(section(s.job.record, "job").get("launcher") or UNKNOWN) for s in timed})
     limits = sorted({str(m) for s in timed if (m := section(s.job.record, "job").get("max_parallel"))})
@@ -232,7 +234,8 @@ def run_order(jobs: Sequence[Job], dims: Sequence[str]) -> dict[str, Any]:
     if len(timed) < 2:
         return {**base, "order": "unknown", "text": "unknown: fewer than two jobs carry start and end times"}
     cells = [tuple(s.job.key.get(d, UNKNOWN) for d in dims) for s in timed]
-    seeds = [s.job.seed for s in timed]
+    seeds = [norm_value(round_member(grouped)) if (grouped := section(s.job.record, "group").get("seeds"))
+             else s.job.seed for s in timed]
 
     def contiguous(seq: list[Any]) -> bool:  # each value's occurrences in one run
         return sum(1 for _ in itertools.groupby(seq)) == len(set(seq))
