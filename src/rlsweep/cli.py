@@ -14,7 +14,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from rlsweep.records import STATUS_FAILED, STATUS_RUNNING, job_alive, process_alive, walk_records, write_result
+from rlsweep.records import (
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    job_alive,
+    killed_error,
+    process_alive,
+    walk_records,
+    write_result,
+)
 from rlsweep.signals import skip_final_gc_at_exit
 
 log = logging.getLogger(__name__)
@@ -319,7 +327,5 @@ def mark_killed_jobs(sweep: Path) -> None:
         if job_alive(record) is not False:  # alive, or on another machine: not seen from here
             continue
         record.pop("schema_version", None)
-        record.update(status=STATUS_FAILED, error=(
-            f"killed: the job's process (pid {record['job']['pid']}) ended without writing a result -- a signal such "
-            f"as SIGKILL, out of memory, or a crash of the interpreter; its log: {folder / 'train.log'}"))
+        record.update(status=STATUS_FAILED, error=killed_error(record["job"]["pid"], folder / "train.log"))
         write_result(folder, record)

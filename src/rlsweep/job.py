@@ -29,6 +29,7 @@ from rlsweep.records import (
     CHECKPOINT_FILE,
     KEEP,
     RESULT_FILE,
+    RUNNING_ERROR,
     STATUS_FAILED,
     STATUS_RUNNING,
     override_key,
@@ -58,8 +59,6 @@ log = logging.getLogger(__name__)
 
 #: overrides that are switches of one invocation, not part of a job's identity
 INVOCATION_KEYS = ("resume",)
-RUNNING_ERROR = ("the job did not finish: its process ended without writing a result (killed by a signal such as "
-                 "SIGKILL, out of memory, or the machine went down) -- or it is still running")
 
 
 class SweepInterrupted(KeyboardInterrupt):

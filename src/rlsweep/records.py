@@ -29,6 +29,18 @@ CHECKPOINT_MAGIC = b"RLSWEEP-CHECKPOINT 1\n"
 _MAX_CHECKPOINT_HEADER = 1 << 20
 
 STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_RUNNING = "ok", "failed", "interrupted", "running"
+#: the verdict on a ``running`` record whose process is gone (sweeps.status, the sweep's end, the report)
+KILLED = "killed: the job's process ended without writing a result"
+#: the error a job's ``running`` record carries while it trains: what it says if the process dies
+RUNNING_ERROR = (f"{KILLED} (a signal such as SIGKILL, out of memory, or the machine went down) -- "
+                 "or it is still running")
+
+
+def killed_error(pid: int | None, log: Path | None = None) -> str:
+    """A killed job's error, with what is known of its process."""
+    return (KILLED + (f" (pid {pid})" if pid is not None else "")
+            + " -- a signal such as SIGKILL, out of memory, or a crash of the interpreter"
+            + (f"; its log: {log}" if log is not None else ""))
 
 #: config keys that do not change a job's result: a finished record made with other values of
 #: these still counts as this job's result when resuming

@@ -22,6 +22,7 @@ from typing import Any
 
 from rlsweep.records import (
     CHECKPOINT_FILE,
+    KILLED,
     MULTIRUN_FILE,
     RESULT_FILE,
     STATUS_FAILED,
@@ -281,7 +282,7 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
     elif status == INTERRUPTED:
         job.state, job.detail = INTERRUPTED, last_line(record.get("error")) or "interrupted"
     elif status == RUNNING and slurm is None and job_alive(record) is False:
-        job.state, job.detail = FAILED, "killed: its process ended without writing a result"
+        job.state, job.detail = FAILED, KILLED
     elif status == RUNNING:
         job.state = RUNNING
     elif record is not None:

@@ -11,6 +11,7 @@ import yaml
 from rlsweep import records
 from rlsweep.prepare import read_prepare
 from rlsweep.records import (
+    KILLED,
     RESULT_FILE,
     SCHEMA_VERSION,
     STATUS_FAILED,
@@ -124,7 +125,7 @@ def _load_job(job_dir: Path) -> Job:
     error_line = last_line(record.get("error")) or (
         "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text")
     if status == STATUS_MISSING:
-        error_line = "no result yet: still running, or killed before it wrote one (see python -m sweeps.status)"
+        error_line = f"no result yet: still running, or {KILLED} (see python -m sweeps.status)"
     elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
         error_line = f"status {raw_status!r}: {error_line}"
     seed = norm_value(record["seed"]) if record.get("seed") is not None else override_dims(overrides)[1]
