@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -32,7 +34,61 @@ LONGEST_FIRST = ("test_bench.py", "test_prepare.py", "algos/test_sac.py", "algos
 _TESTS = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(config, items) -> None:  # noqa: ARG001 - pytest's hook signature
+#: what trains, runs a sweep, compiles or benchmarks: a test that reaches one of these (itself, through a
+#: function or fixture of the test suite or of rlsweep.testing) is not a unit test
+_TRAINS = re.compile(r"\b(run_train|train|train_seeds|train_job|observe|initial_parameters|run_until_warm|cold_run"
+                     r"|prepare_sweep|assert_seeds_together_are_seeds_alone)\(|\btorch\.compile\b|sweeps\.(train|bench)"
+                     r"|\.compile\(|\btorch\._inductor\b|\bsubprocess\.|\bbenchmarks\b")
+#: where the functions a test reaches are followed into
+_TEST_LAND = ("tests", "helpers", "conftest", "rlsweep.testing")
+
+
+def _reaches_training(fn, seen: dict) -> bool:
+    """Whether ``fn``'s source, or a function of the test suite it names, reaches what trains."""
+    fn = getattr(fn, "__func__", fn)
+    if fn in seen:
+        return seen[fn]
+    seen[fn] = False  # a recursion ends here
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+    if _TRAINS.search(source):
+        seen[fn] = True
+        return True
+    scope = {**vars(sys.modules.get(fn.__module__, object())), **getattr(fn, "__globals__", {})}
+    owner = scope.get(fn.__qualname__.split(".")[0]) if "." in fn.__qualname__ else None
+    for name in set(re.findall(r"\b([A-Za-z_]\w*)\b", source)):
+        target = scope.get(name, getattr(owner, name, None) if owner is not None else None)
+        if target is not None and not inspect.ismodule(target) and callable(target):
+            home = getattr(target, "__module__", "") or ""
+            if (home.startswith(_TEST_LAND) or home == fn.__module__) and _reaches_training(target, seen):
+                seen[fn] = True
+                return True
+    return False
+
+
+def _is_unit(item, seen: dict) -> bool:
+    """No training, sweep, compile or benchmark in the test, what it calls or its fixtures (a static reading)."""
+    fn = getattr(item, "function", None)
+    if fn is None:
+        return False
+    cls = getattr(item, "cls", None)
+    if cls is not None and any(_reaches_training(getattr(cls, n), seen) for n in dir(cls)
+                               if n.startswith("_") and not n.startswith("__") and callable(getattr(cls, n))):
+        return False  # a contract class's private helpers train (self._observed, ...)
+    if _reaches_training(fn, seen):
+        return False
+    defs = item._fixtureinfo.name2fixturedefs if hasattr(item, "_fixtureinfo") else {}
+    return not any(_reaches_training(d.func, seen) for fixture_defs in defs.values() for d in fixture_defs)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if "unit" in (config.option.markexpr or ""):  # the inner loop's tier, python -m pytest -m unit: read only then
+        seen: dict = {}
+        for item in items:
+            if _is_unit(item, seen):
+                item.add_marker(pytest.mark.unit)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
 
     def order(item) -> int:
