@@ -205,6 +205,23 @@ def test_a_node_failure_and_a_memory_kill_seen_in_submitits_log_are_failures_wit
     assert record["status"] == "failed" and record["status_before"] == "running" and "out of memory" in record["error"]
 
 
+def test_status_and_the_report_read_slurms_verdict_without_writing_it_and_settle_writes_it(
+        tmp_path, monkeypatch, capsys) -> None:
+    from rlsweep.report import main as report_main
+
+    sweep = _sweep(tmp_path / "s", {0: _record(0, "running"), 1: _record(1, "ok")}, n_jobs=2)
+    _fake_sacct(tmp_path, monkeypatch, "70_0|CANCELLED by 0|0:0|None\n70_1|COMPLETED|0:0|None\n")
+    before = (sweep / "0" / "result.json").read_bytes()
+    assert st.main([str(sweep)]) == st.EXIT_FAILED
+    assert "cancelled" in capsys.readouterr().out
+    report_main([str(sweep), "--no-plots", "--no-wandb"])
+    assert "status 'cancelled'" in capsys.readouterr().out  # the report shows Slurm's verdict ...
+    assert (sweep / "0" / "result.json").read_bytes() == before  # ... and neither command wrote it
+    assert st.main([str(sweep), "--settle"]) == st.EXIT_FAILED
+    record = json.loads((sweep / "0" / "result.json").read_text())
+    assert record["status"] == "cancelled" and record["status_before"] == "running"
+
+
 def test_a_started_job_that_sacct_still_lists_pending_is_running_not_requeued(tmp_path, monkeypatch) -> None:
     # slurmdbd records a task's start a moment after the task starts: under load sacct says PENDING
     # while the job's record already says running; a stale record of an earlier submission does not count

@@ -209,7 +209,9 @@ def _override(key: str, path: str) -> str:
 @contextlib.contextmanager
 def finish_sweep() -> Iterator[None]:
     """After a multirun, also a failed one (Hydra skips ``on_multirun_end``): wait for its jobs still running
-    here, mark the killed ones, write the report, print the line that uploads its offline W&B runs."""
+    here, settle the records of the jobs that were killed (the one writer of those verdicts: ``sweeps.status``
+    and the report only read them, but ``sweeps.status --settle``), write the report, print the line that
+    uploads its offline W&B runs."""
     from rlsweep.hydra_callbacks import SESSION
 
     SESSION.submitted.clear()
@@ -224,6 +226,10 @@ def finish_sweep() -> Iterator[None]:
             try:
                 wait_for_jobs(sweep, local_jobs=SESSION.launcher == "LocalLauncher")
                 mark_killed_jobs(sweep)
+                if SESSION.launcher == "SlurmLauncher":  # the jobs Slurm ended: its verdict into their records
+                    from rlsweep.status import settle_records, sweep_status
+
+                    settle_records(sweep_status(sweep))
             except Exception as exc:  # noqa: BLE001 - never lose the report over this
                 log.warning("checking the sweep's jobs failed: %s", exc)
             t0 = time.perf_counter()

@@ -3,6 +3,8 @@
 The jobs come from the Slurm launcher's manifest (:func:`write_manifest`), else ``multirun.yaml``;
 each one's state from its result record and, for a Slurm sweep, one ``sacct`` call, which decides
 where the record cannot (a job killed before its final record). Cheap on purpose: no torch, no report.
+It only reads; ``--settle`` writes Slurm's verdicts into the records of the jobs Slurm ended, as the end
+of a sweep that waited for its jobs does (:func:`settle_records`).
 """
 
 from __future__ import annotations
@@ -358,20 +360,32 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
 _SETTLING = ("CANCELLED", "TIMEOUT", "FAILED", "COMPLETED", *_SLURM_FAILED_REASON)
 
 
-def settle_records(status: SweepStatus) -> list[JobStatus]:
-    """Write Slurm's final verdict (cancelled, timed out, killed for its memory) into the ``running`` or
-    ``interrupted`` records of jobs it SIGKILLed; the earlier status is kept as ``status_before``."""
-    settled = []
+def slurm_verdicts(status: SweepStatus) -> dict[Path, tuple[JobStatus, dict[str, Any]]]:
+    """The jobs Slurm ended (cancelled, timed out, killed for its memory) whose records still say ``running``
+    or ``interrupted``, by folder, with those records: what Slurm's accounting adds to them. Reads only."""
+    out = {}
     for job in status.jobs:
         if job.slurm_state not in _SETTLING or job.state not in (CANCELLED, TIMED_OUT, FAILED) or not job.folder:
             continue
-        path = Path(job.folder) / RESULT_FILE
         record = read_record(Path(job.folder))
-        if record is None or record.get("status") not in (RUNNING, INTERRUPTED):
-            continue
+        if record is not None and record.get("status") in (RUNNING, INTERRUPTED):
+            out[Path(job.folder)] = job, record
+    return out
+
+
+def slurm_error(job: JobStatus) -> str:
+    """A job's error as Slurm's accounting gives it."""
+    return f"{job.detail} (Slurm job {job.slurm_job_id}: {job.slurm_state}; from Slurm's accounting)"
+
+
+def settle_records(status: SweepStatus) -> list[JobStatus]:
+    """Write Slurm's final verdict into the records of the jobs it ended (:func:`slurm_verdicts`); the earlier
+    status is kept as ``status_before``. The sweep's end does it, and ``sweeps.status --settle``."""
+    settled = []
+    for folder, (job, record) in slurm_verdicts(status).items():
+        path = folder / RESULT_FILE
         record.update(status_before=record.get("status"), status=job.state, requeues=job.requeues,
-                      error=f"{job.detail} (Slurm job {job.slurm_job_id}: {job.slurm_state}; "
-                            "recorded by sweeps.status from Slurm's accounting)")
+                      error=slurm_error(job))
         if job.env_steps is not None:
             record["checkpoint_env_steps"] = job.env_steps
         try:
@@ -428,6 +442,10 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("sweep_dir", help="the sweep's folder (hydra.sweep.dir)")
     parser.add_argument("--json", action="store_true", help="print the jobs as JSON instead of a table")
     parser.add_argument("--no-slurm", action="store_true", help="do not ask Slurm (sacct); records only")
+    parser.add_argument("--settle", action="store_true",
+                        help="write Slurm's verdict into the records of the jobs it ended (cancelled, timed out, out "
+                             "of memory), which still say running: for a sweep launched with hydra.launcher.wait="
+                             "false, whose records nobody else settles (without it this command only reads)")
     try:
         args = parser.parse_args(list(argv))
     except SystemExit as exc:
@@ -437,7 +455,8 @@ def main(argv: Sequence[str]) -> int:
     except StatusInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    settle_records(status)
+    if args.settle:
+        settle_records(status)
     if args.json:
         print(json.dumps({"sweep_dir": str(status.sweep_dir), "source": status.source, "notes": status.notes,
                           "counts": status.counts(), "exit_code": status.exit_code(),

@@ -33,6 +33,12 @@ def submit(sweep: Path, *args: str) -> str:
     return json.loads((sweep / "rlsweep_jobs.json").read_text())["jobs"][0]["slurm_job_id"].split("_")[0]
 
 
+def settle(sweep: Path) -> None:
+    """``sweeps.status --settle``: Slurm's verdict into the records of the jobs it ended."""
+    subprocess.run([sys.executable, "-m", "sweeps.status", str(sweep), "--settle"], cwd=ROOT, capture_output=True,
+                   text=True, timeout=60)
+
+
 def training(sweep: Path, num: int) -> bool:
     log = sweep / str(num) / "train.log"
     return log.is_file() and "training ppo on" in log.read_text()
@@ -56,14 +62,16 @@ def test_scancel_of_the_whole_array_leaves_cancelled_records_and_the_finished_jo
     code, js, table = wait_status(sweep, lambda s: s["exit_code"] != 3, 120, "the cancel to settle")
     print(table)
     assert code == 1 and states(js) == ["ok", "cancelled", "cancelled"], table
+    report = subprocess.run([sys.executable, "-m", "sweeps.report", str(sweep), "--no-plots"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.count("status 'cancelled'") == 2  # Slurm's verdict, read by the report
+    assert [read_result(sweep / str(i))["status"] for i in range(3)] == ["ok", "running", "running"]  # not written
+    settle(sweep)  # a sweep that did not wait: the records get Slurm's verdict when asked to
     records = [read_result(sweep / str(i)) for i in range(3)]
     assert [r["status"] for r in records] == ["ok", "cancelled", "cancelled"]  # none stays running
     assert all(r["status_before"] == "running" and "CANCELLED" in r["error"] for r in records[1:])
     assert records[0]["env_steps"] == 2048  # the finished job is untouched
-    report = subprocess.run([sys.executable, "-m", "sweeps.report", str(sweep), "--no-plots"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
-    assert report.returncode == 0, report.stderr
-    assert report.stdout.count("status 'cancelled'") == 2
 
 
 def test_a_job_over_its_memory_limit_is_recorded_failed_out_of_memory(slurm_cluster, tmp_path) -> None:
@@ -74,6 +82,7 @@ def test_a_job_over_its_memory_limit_is_recorded_failed_out_of_memory(slurm_clus
     print(table)
     assert code == 1 and states(js) == ["failed", "ok"], table
     assert "out of memory" in js["jobs"][0]["detail"]
+    settle(sweep)
     hog = read_result(sweep / "0")
     assert hog["status"] == "failed" and "out of memory" in hog["error"] and hog["status_before"] == "running"
     assert read_result(sweep / "1")["status"] == "ok"  # the other job is unaffected

@@ -17,7 +17,7 @@ from rlsweep.report.stats import build_report
 from rlsweep.report.wandb_log import log_report
 from rlsweep.report.workspace import print_upload_line, publish_workspace
 from rlsweep.report.write import write_report
-from rlsweep.status import settle_records, sweep_status
+from rlsweep.status import slurm_error, slurm_verdicts, sweep_status
 
 
 def main(argv: Sequence[str]) -> int:
@@ -45,11 +45,13 @@ def main(argv: Sequence[str]) -> int:
     if bad is not None:
         print(f"error: bad --baseline item {bad!r}: expected key=value", file=sys.stderr)
         return 2
-    # records of Slurm jobs killed before they could finish them get Slurm's verdict first (best effort)
+    # jobs Slurm ended before they could write their result: its verdict, read, not written (best effort)
+    verdicts = {}
     with contextlib.suppress(Exception):
-        settle_records(sweep_status(args.sweep_dir))
+        verdicts = {folder: (job.state, slurm_error(job))
+                    for folder, (job, _) in slurm_verdicts(sweep_status(args.sweep_dir)).items()}
     try:
-        sweep = load_sweep(args.sweep_dir)
+        sweep = load_sweep(args.sweep_dir, verdicts)
         report = build_report(sweep, baseline or None)
     except ReportInputError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,10 @@ from rlsweep.report.overrides import (
 from rlsweep.report.wandb_log import wandb_target
 
 
-def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
+def load_sweep(sweep_dir: str | os.PathLike[str], verdicts: Mapping[Path, tuple[str, str]] | None = None) -> Sweep:
     """Every job of the sweep in ``sweep_dir`` (a Hydra multirun folder, job folders below it, possibly
-    nested), failed and missing ones included.
+    nested), failed and missing ones included. ``verdicts``: by job folder, the status and error that Slurm's
+    accounting gives a job whose record still says running (:func:`rlsweep.status.slurm_verdicts`).
 
     Raises:
         ReportInputError: The folder does not exist or holds no jobs at all.
@@ -57,7 +59,8 @@ def load_sweep(sweep_dir: str | os.PathLike[str]) -> Sweep:
         problem = "not found" if not root.exists() else "is not a folder"
         raise ReportInputError(f"sweep dir {problem}: {root}")
     notes: list[str] = []
-    jobs = [_load_job(folder) for folder in job_folders(root)]
+    by_folder = {Path(f).resolve(): v for f, v in (verdicts or {}).items()}
+    jobs = [_load_job(folder, by_folder.get(folder.resolve())) for folder in job_folders(root)]
     expected_jobs, listed, defaults = _expected(root, jobs, notes)
     if not jobs:
         raise ReportInputError(f"no jobs found under {root}: no result.json, no .hydra job folders, no multirun.yaml")
@@ -102,8 +105,9 @@ def _missing_job(overrides: list[str], status: str = STATUS_MISSING, **fields: A
     return Job(status=status, overrides=overrides, seed=override_dims(overrides)[1], **fields)
 
 
-def _load_job(job_dir: Path) -> Job:
-    """The job of a job folder: from its result.json, or a missing one from Hydra's overrides.yaml."""
+def _load_job(job_dir: Path, verdict: tuple[str, str] | None = None) -> Job:
+    """The job of a job folder: from its result.json (``verdict``: the status and error Slurm gives it
+    instead), or a missing one from Hydra's overrides.yaml."""
     if not (job_dir / RESULT_FILE).is_file():
         return _missing_job(_read_hydra_overrides(job_dir), num=job_num(job_dir), job_dir=job_dir,
                             error_line="no result.json in job folder")
@@ -119,6 +123,8 @@ def _load_job(job_dir: Path) -> Job:
         overrides = _read_hydra_overrides(job_dir)
     overrides = [str(o) for o in overrides]
     raw_status = str(record.get("status") or "unknown")
+    if verdict is not None:
+        raw_status, record = verdict[0], {**record, "status": verdict[0], "error": verdict[1]}
     # running: a partial sweep, no result yet (sweeps.status tells running from killed); any other: failed
     statuses = {STATUS_OK: STATUS_OK, STATUS_INTERRUPTED: STATUS_INTERRUPTED, STATUS_RUNNING: STATUS_MISSING}
     status = statuses.get(raw_status, STATUS_FAILED)
