@@ -12,7 +12,7 @@ from rlsweep.runtime import Runtime
 
 def _net(activation: str, inplace: bool) -> MLP:
     rt = Runtime(torch.device("cpu"))
-    rt.inplace = inplace
+    rt.settings.inplace = inplace
     torch.manual_seed(0)
     return mlp(3, [16, 8], 2, rt, activation)
 

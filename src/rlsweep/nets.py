@@ -148,14 +148,14 @@ def encoder_errors(encoder: str, env_cfg: EnvConfig) -> list[str]:
 class NatureCNN(nn.Module):
     """The Nature-DQN encoder (Mnih et al. 2015): three convolutions, then 512 features, ReLU.
 
-    Takes uint8 frames and scales them to [0, 1] on the device; with ``rt.channels_last`` the
+    Takes uint8 frames and scales them to [0, 1] on the device; with ``rt.settings.channels_last`` the
     convolutions run in NHWC.
     """
 
     def __init__(self, obs_shape: Sequence[int], rt: Runtime, features: int = 512) -> None:
         super().__init__()
         c, h, w = obs_shape
-        self.channels_last = rt.channels_last
+        self.channels_last = rt.settings.channels_last
         self.convs = nn.Sequential(
             layer_init(nn.Conv2d(c, 32, 8, stride=4)), rt.activation("relu"),
             layer_init(nn.Conv2d(32, 64, 4, stride=2)), rt.activation("relu"),

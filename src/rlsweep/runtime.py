@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -68,30 +69,38 @@ def check_finite(loss: torch.Tensor, update: int) -> None:
         raise NonFiniteLossError(f"non-finite loss at update {update}")
 
 
+@dataclasses.dataclass
+class Settings:
+    """What the toggles set on a job's :class:`Runtime` (``rt.settings``): each toggle's own business, read by
+    the runtime's methods; an algorithm needs none of it. The defaults are the baseline (every toggle off)."""
+
+    #: compile: its settings (None: compile=none), and the CPU vector-ISA probe started with the job
+    #: (toggles.compile.VecIsaProbe), which compiling waits for
+    compile_config: CompileConfig | None = None
+    compile_vec_isa: Any = None
+    #: dtype: the autocast dtype (None: float32), and float16's GradScaler on CUDA
+    autocast_dtype: torch.dtype | None = None
+    use_grad_scaler: bool = False
+    #: pin_memory: False, True (.pin_memory() per copy) or "staging"; non_blocking copies
+    pin_memory: bool | str = False
+    non_blocking: bool = False
+    twin_modules: bool = False
+    inplace: bool = False
+    #: backend.channels_last: convolutional networks (nets.NatureCNN) in NHWC memory format
+    channels_last: bool = False
+
+
 class Runtime:
-    """Behaviour switches set by the toggles, used by the algorithms; the defaults are the baseline
-    (every toggle off)."""
+    """Acting, the gradient step, copies, random streams and seeds, done as the toggles say (``rt.settings``);
+    what an algorithm is written against."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.is_cuda = device.type == "cuda"
-        # compile toggle: its settings (None: compile=none)
-        self.compile_config: CompileConfig | None = None
-        #: the CPU vector-ISA probe started with the job (toggles.compile.VecIsaProbe); compiling waits for it
-        self.compile_vec_isa: Any = None
+        self.settings = Settings()
         self.compile_stats: CompileStats | None = None
-        # dtype toggle
-        self.autocast_dtype: torch.dtype | None = None
-        self.use_grad_scaler = False
         self.updates: list[Update] = []  # every update made through rt.update, in order
-        # pin_memory / non_blocking toggles
-        self.pin_memory: bool | str = False  # False, True (.pin_memory() per copy) or "staging"
-        self.non_blocking = False
         self._staging: PinnedStaging | None = None
-        self.twin_modules = False
-        self.inplace = False
-        # backend.channels_last toggle: convolutional networks (nets.NatureCNN) in NHWC memory format
-        self.channels_last = False
         self._update: Update | None = None  # the gradient step being taken (rt.minimize's)
         # seeds_per_job: the seeds trained together (the runner sets them before anything is built),
         # their random streams, why a seed stopped (by index)
@@ -179,20 +188,20 @@ class Runtime:
             t = t.to(dtype)
         if not self.is_cuda:
             return t
-        if self.pin_memory == "staging":
+        if self.settings.pin_memory == "staging":
             if self._staging is None:
                 self._staging = PinnedStaging(self.device)
-            return self._staging.to_device(t, self.non_blocking)
-        if self.pin_memory:
+            return self._staging.to_device(t, self.settings.non_blocking)
+        if self.settings.pin_memory:
             t = t.pin_memory()
-        return t.to(self.device, non_blocking=self.non_blocking)
+        return t.to(self.device, non_blocking=self.settings.non_blocking)
 
     def d2h(self, tensor: torch.Tensor) -> np.ndarray:
         """Copy a device tensor to a host numpy array, synchronised before it is read."""
         if not self.is_cuda:  # detach is an op of its own: acting's inference tensors need none
             return (tensor.detach() if tensor.requires_grad else tensor).numpy()
-        host = tensor.detach().to("cpu", non_blocking=self.non_blocking)
-        if self.non_blocking:
+        host = tensor.detach().to("cpu", non_blocking=self.settings.non_blocking)
+        if self.settings.non_blocking:
             # an asynchronous D2H copy is only valid after the stream has finished it
             torch.cuda.current_stream(self.device).synchronize()
         return host.numpy()
@@ -200,14 +209,14 @@ class Runtime:
     # -- compile -----------------------------------------------------------------------------
     def compiles(self, name: str) -> bool:
         """Whether :meth:`compile` compiles the function called ``name``."""
-        return self.compile_config is not None and name in self.compile_config.functions
+        return self.settings.compile_config is not None and name in self.settings.compile_config.functions
 
     def compile(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         """``torch.compile`` ``fn`` with the job's mode, or ``fn`` itself when ``name`` ("act", "update")
         is not among ``compile.functions``."""
         if not self.compiles(name):
             return fn
-        c = self.compile_config
+        c = self.settings.compile_config
         assert c is not None and self.compile_stats is not None
         how: dict[str, Any] = {"mode": c.mode}
         if c.cpp_wrapper:  # torch.compile takes a mode or options: the mode's options, plus this
@@ -222,9 +231,9 @@ class Runtime:
         return self.compile_stats.wrap(compiled, name, cudagraphs=cudagraphs, before_first_call=self._vec_isa_ready)
 
     def _vec_isa_ready(self) -> None:
-        if self.compile_vec_isa is not None:
+        if self.settings.compile_vec_isa is not None:
             assert self.compile_stats is not None
-            self.compile_stats.vec_isa = self.compile_vec_isa.ready()
+            self.compile_stats.vec_isa = self.settings.compile_vec_isa.ready()
 
     # -- acting and the gradient step ------------------------------------------------------------
     def policy(self, timer: PhaseTimer, *modules: nn.Module, forward: Callable[..., torch.Tensor] | None = None,
@@ -253,17 +262,17 @@ class Runtime:
     # -- dtype -------------------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Mixed-precision region for forwards and losses (a no-op in float32)."""
-        if self.autocast_dtype is None:
+        if self.settings.autocast_dtype is None:
             return _NO_AUTOCAST
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        return torch.autocast(self.device.type, dtype=self.settings.autocast_dtype)
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
         """A GradScaler when float16 runs on CUDA, else None (one per :class:`Update`)."""
-        return torch.amp.GradScaler(self.device.type) if self.use_grad_scaler else None
+        return torch.amp.GradScaler(self.device.type) if self.settings.use_grad_scaler else None
 
     # -- inplace ---------------------------------------------------------------------------------
     def activation(self, kind: str) -> nn.Module:
-        return Activation(kind, inplace=self.inplace)
+        return Activation(kind, inplace=self.settings.inplace)
 
     @torch.no_grad()
     def polyak_update(self, target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float) -> None:
@@ -271,7 +280,7 @@ class Runtime:
         tgt, src = list(target), list(source)
         if self._update is not None:
             tgt, src = self._update.current(tgt), self._update.current(src)
-        if self.inplace:
+        if self.settings.inplace:
             torch._foreach_lerp_(tgt, src, tau)
         else:
             for t, s in zip(tgt, src, strict=True):
@@ -280,7 +289,7 @@ class Runtime:
     def normalize(self, x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
         """(x - mean) / (std + eps), in place on ``x`` or out of place."""
         mean, std = x.mean(), x.std()
-        if self.inplace:
+        if self.settings.inplace:
             return x.sub_(mean).div_(std + eps)
         return (x - mean) / (std + eps)
 
@@ -332,7 +341,7 @@ class Policy:
     def __init__(self, rt: Runtime, timer: PhaseTimer, modules: Iterable[nn.Module],
                  forward: Callable[..., torch.Tensor] | None, obs_dtype: torch.dtype) -> None:
         self.rt, self.timer, self.obs_dtype = rt, timer, obs_dtype
-        self.views = ActingModules(modules, twin=rt.twin_modules)
+        self.views = ActingModules(modules, twin=rt.settings.twin_modules)
         #: the eval-mode modules acting uses (twins or the originals)
         self.modules = self.views.modules
         if forward is not None and rt.seeds > 1:  # each seed's call sees its own networks

@@ -41,7 +41,7 @@ def test_cpp_wrapper_generates_a_cpp_wrapper_and_keeps_the_mode() -> None:
     for cpp in (False, True):
         torch._dynamo.reset()
         rt = Runtime(torch.device("cpu"))
-        rt.compile_config = CompileConfig(mode="default", functions=["update"], cpp_wrapper=cpp)
+        rt.settings.compile_config = CompileConfig(mode="default", functions=["update"], cpp_wrapper=cpp)
         rt.compile_stats = CompileStats()
         x = torch.randn(8, 8)
         out, code = run_and_get_code(rt.compile(step, "update"), x)

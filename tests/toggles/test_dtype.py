@@ -61,7 +61,7 @@ def test_float16_steps_every_optimizer_through_a_grad_scaler(algo: str, optimize
     from rlsweep.runtime import Runtime
 
     monkeypatch.setattr(Runtime, "grad_scaler", lambda self: torch.amp.GradScaler("cpu", init_scale=2.0**10)
-                        if self.autocast_dtype is torch.float16 else None)
+                        if self.settings.autocast_dtype is torch.float16 else None)
     steps: collections.Counter[int] = collections.Counter()
     updates = collections.Counter()
     step, update = torch.amp.GradScaler.step, torch.amp.GradScaler.update
@@ -94,7 +94,7 @@ def test_float16_loss_scale_resumes_from_the_checkpoint(algo: str, tmp_path, mon
     # a CPU stand-in for CUDA's scaler whose scale moves during a tiny job (doubles every 16 steps)
     monkeypatch.setattr(Runtime, "grad_scaler", lambda self: torch.amp.GradScaler("cpu", init_scale=2.0,
                                                                                   growth_interval=16)
-                        if self.autocast_dtype is torch.float16 else None)
+                        if self.settings.autocast_dtype is torch.float16 else None)
     straight = train(tiny_cfg(algo, "dtype=float16"))
     calls = {"n": 0}
 

@@ -146,7 +146,7 @@ class FlagToggle(Toggle):
         return None
 
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
-        setattr(rt, self.key.rpartition(".")[2], self.value(cfg))
+        setattr(rt.settings, self.key.rpartition(".")[2], self.value(cfg))
 
 
 class BoolToggle(FlagToggle):

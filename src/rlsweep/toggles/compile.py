@@ -236,7 +236,7 @@ class CompileToggle(Toggle):
     def apply(self, rt: Runtime, cfg: TrainConfig) -> None:
         if cfg.compile.mode == "none":
             return
-        rt.compile_config = cfg.compile
+        rt.settings.compile_config = cfg.compile
         cache_dir = compile_cache_dir(cfg.compile.cache_dir)
         # every file inductor writes goes under it, until restore(): TORCHINDUCTOR_CACHE_DIR, and the
         # precompiled C++ headers' folder (cpp_wrapper), which inductor fixes at import, under /tmp
@@ -248,7 +248,7 @@ class CompileToggle(Toggle):
         codecache._HEADER_DIR = os.path.join(cache_dir, "precompiled_headers")
         codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
         if rt.device.type == "cpu":  # CPU kernels are C++: settle the vector ISA while the job starts
-            rt.compile_vec_isa = self._vec_isa = VecIsaProbe(cache_dir)
+            rt.settings.compile_vec_isa = self._vec_isa = VecIsaProbe(cache_dir)
 
     def restore(self) -> None:
         # compiled code of one job must not serve (or count toward) the next in-process job;

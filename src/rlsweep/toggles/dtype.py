@@ -34,6 +34,6 @@ class DtypeToggle(Toggle):
             return
         import torch
 
-        rt.autocast_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype.name]
+        rt.settings.autocast_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype.name]
         # float16 gradients underflow without loss scaling; bfloat16 has float32's range
-        rt.use_grad_scaler = cfg.dtype.name == "float16" and rt.is_cuda
+        rt.settings.use_grad_scaler = cfg.dtype.name == "float16" and rt.is_cuda
