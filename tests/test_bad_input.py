@@ -305,3 +305,22 @@ def test_every_value_its_schema_key_refuses_is_named_at_once() -> None:
         "seed=0,abc: 'abc': Value 'abc' of type 'str' could not be converted to Integer"]
     assert group_value_errors(["seed=range(0,3)", "total_env_steps=${oc.env:STEPS,4096}"]) == []
     assert group_value_errors(["twin_modules=true", "backend.num_threads=2", "algo.lr=0.001"]) == []
+    # a built-in algorithm's own keys, of the algorithm the command line trains (PPO by default)
+    assert group_value_errors(["algo.clip_coef=wide", "seed=abc"]) == [
+        "algo.clip_coef=wide: Value 'wide' of type 'str' could not be converted to Float",
+        "seed=abc: Value 'abc' of type 'str' could not be converted to Integer"]
+    assert group_value_errors(["algo=dqn", "algo.batch_size=big", "algo.double_q=perhaps"]) == [
+        "algo.batch_size=big: Value 'big' of type 'str' could not be converted to Integer",
+        "algo.double_q=perhaps: Value 'perhaps' is not a valid bool (type str)"]
+    assert group_value_errors(["algo=ppo,dqn", "algo.double_q=perhaps"]) == [  # DQN's key, in a sweep over both
+        "algo.double_q=perhaps: Value 'perhaps' is not a valid bool (type str)"]
+    assert group_value_errors(["experiment=sb3_dqn", "algo.batch_size=big"]) == []  # the preset's: Hydra's check
+
+
+def test_the_command_lines_default_algorithm_is_the_primary_configs() -> None:
+    import yaml
+
+    from rlsweep.resources import CONF_DIR
+
+    defaults = yaml.safe_load((CONF_DIR / "config.yaml").read_text())["defaults"]
+    assert {"algo": "ppo"} in defaults  # what rlsweep.cli._chosen_algos assumes without algo=...

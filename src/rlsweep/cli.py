@@ -164,25 +164,42 @@ def group_value_errors(args: list[str]) -> list[str]:
             errors.append(f"{o.input_line}: an option of the config group {key} is a name, not {shown}{choose}")
         elif options and not key.startswith("hydra/") and not o.is_delete():  # a launcher's options are plugins'
             errors += [option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
-    return errors + _type_errors([o for o in parsed if not o.is_delete() and o.key_or_group not in groups])
+    values_of = {o.key_or_group: o for o in parsed if not o.is_delete()}
+    return errors + _type_errors([o for o in parsed if not o.is_delete() and o.key_or_group not in groups],
+                                 _chosen_algos(values_of))
 
 
-def _type_errors(parsed: list[Any]) -> list[str]:
+def _chosen_algos(given: dict[str, Any]) -> list[str] | None:
+    """The algorithms the command line trains, when it says so without a preset: ``algo=...`` (each of a sweep),
+    else the primary config's default; None when an experiment preset may choose another."""
+    if "experiment" in given:
+        return None
+    if "algo" in given:
+        value = given["algo"].value()
+        return [str(v) for v in (getattr(value, "list", None) or [value])]
+    return ["ppo"]  # conf/config.yaml's default (tests/test_bad_input.py checks that they agree)
+
+
+def _type_errors(parsed: list[Any], algos: list[str] | None = None) -> list[str]:
     """Each value of a schema key that its type refuses (``seed=abc total_env_steps=xyz``: both named; Hydra
-    would stop at the first). Keys the default schema does not hold (an algorithm's own) are left to Hydra."""
+    would stop at the first). A built-in algorithm's own keys (``algo.clip_coef``) are checked against the schema
+    of each of ``algos`` that has them; the rest (a plugin's, a preset's algorithm) are left to Hydra."""
     import copy
 
     from omegaconf import OmegaConf, ValueNode
     from omegaconf.errors import OmegaConfBaseException
 
-    from rlsweep.config import TrainConfig
+    from rlsweep.config import ALGO_SCHEMAS, TrainConfig
 
     schema = OmegaConf.structured(TrainConfig)
+    own = [OmegaConf.structured(ALGO_SCHEMAS[a]) for a in algos or () if a in ALGO_SCHEMAS]
     errors = []
     for o in parsed:
         parent_key, _, leaf = o.key_or_group.rpartition(".")
         parent = OmegaConf.select(schema, parent_key) if parent_key else schema
         node = parent._get_node(leaf) if OmegaConf.is_dict(parent) and leaf in parent else None
+        if node is None and parent_key == "algo":
+            node = next((a._get_node(leaf) for a in own if leaf in a), None)
         if not isinstance(node, ValueNode):
             continue
         value = o.value()

@@ -200,6 +200,10 @@ TrainConfig.__module__ = __name__
 TrainConfig.__doc__ = "One training job: JobConfig's fields plus one field per toggle (rlsweep.toggles.TOGGLES)."
 
 
+#: the built-in algorithms' schemas, by their option in the ``algo`` config group
+ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {str(c.name): c for c in (PPOConfig, DQNConfig, SACConfig)}
+
+
 def register_configs() -> None:
     """Register the schemas with Hydra's ConfigStore, and the resolver of the --help page (idempotent)."""
     from rlsweep.help import register_resolver
@@ -207,8 +211,8 @@ def register_configs() -> None:
     register_resolver()
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
-    for schema in (PPOConfig, DQNConfig, SACConfig):
-        cs.store(group="schema/algo", name=str(schema.name), node=schema)
+    for name, schema in ALGO_SCHEMAS.items():
+        cs.store(group="schema/algo", name=name, node=schema)
     cs.store(group="schema/env", name="env", node=EnvConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
     for toggle in TOGGLES:  # a toggle with a config group: conf/<field>/*.yaml extend its schema
