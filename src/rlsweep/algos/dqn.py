@@ -2,8 +2,9 @@
 
 The math. A Q-network ``Q(s, .)`` and its slowly updated copy ``Q'``:
 
-- acting: the greedy action ``argmax_a Q(s, a)``, or with probability epsilon (decaying linearly
-  over ``exploration_fraction`` of the budget) a uniformly random one;
+- acting: uniformly random actions for the first ``learning_starts`` env steps, then the greedy action
+  ``argmax_a Q(s, a)``, or with probability epsilon (decaying linearly over ``exploration_fraction`` of
+  the budget) a uniformly random one;
 - TD target: ``y = r + gamma * (1 - terminated) * Q'(s', a')``, with ``a' = argmax Q(s', .)``
   (Double DQN) or ``argmax Q'(s', .)``;
 - loss: Huber(``Q(s, a) - y``); every ``train_freq`` env steps, ``gradient_steps`` Adam steps
@@ -134,7 +135,8 @@ class DQN(Algorithm):
         a, timer = self.a, self.timer
         next_obs = self.next_obs
         for _ in range(self.iteration_env_steps // a.num_envs):
-            eps = self.epsilon()
+            # until learning starts, uniformly random actions (SB3's warm-up), then epsilon-greedy
+            eps = self.epsilon() if self.env_steps >= a.learning_starts else 1.0
             # each seed's envs in turn, from the seed's own generator
             explore = np.concatenate([rng.random(a.num_envs) < eps for rng in self.rngs])
             random_actions = np.concatenate([rng.integers(0, self.n_actions, size=a.num_envs) for rng in self.rngs])
