@@ -222,7 +222,8 @@ def test_bad_input_fails_before_any_job_with_one_message(outcomes: dict, case: C
 
 @pytest.mark.parametrize(("args", "trace"), [
     (["total_env_steps=0"], ["in on_run_start", "ConfigError: rlsweep: invalid configuration"]),  # ours
-    (["algo.lr=abc"], ["Traceback (most recent call last)", "ConfigCompositionException"]),  # Hydra's
+    # Hydra's: under a preset the algorithm's keys are checked as Hydra composes them
+    (["experiment=smoke", "algo.lr=abc"], ["Traceback (most recent call last)", "ConfigCompositionException"]),
 ])
 def test_rlsweep_debug_shows_the_traceback(tmp_path: Path, args: list[str], trace: list[str]) -> None:
     """RLSWEEP_DEBUG=1: the same bad input, with where it was found (and still no folder)."""
