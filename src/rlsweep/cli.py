@@ -164,18 +164,17 @@ def group_value_errors(args: list[str]) -> list[str]:
             errors.append(f"{o.input_line}: an option of the config group {key} is a name, not {shown}{choose}")
         elif options and not key.startswith("hydra/") and not o.is_delete():  # a launcher's options are plugins'
             errors += [option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
-    values_of = {o.key_or_group: o for o in parsed if not o.is_delete()}
     return errors + _type_errors([o for o in parsed if not o.is_delete() and o.key_or_group not in groups],
-                                 _chosen_algos(values_of))
+                                 _chosen_algos(given))
 
 
-def _chosen_algos(given: dict[str, Any]) -> list[str] | None:
+def _chosen_algos(given: dict[str, list[Any]]) -> list[str] | None:
     """The algorithms the command line trains, when it says so without a preset: ``algo=...`` (each of a sweep),
     else the primary config's default; None when an experiment preset may choose another."""
     if "experiment" in given:
         return None
     if "algo" in given:
-        value = given["algo"].value()
+        value = given["algo"][-1].value()  # Hydra keeps the last
         return [str(v) for v in (getattr(value, "list", None) or [value])]
     return ["ppo"]  # conf/config.yaml's default (tests/test_bad_input.py checks that they agree)
 
