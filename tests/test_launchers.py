@@ -49,10 +49,11 @@ def test_seeds_trained_together_run_in_the_round_of_their_middle_seed() -> None:
     from hydra_plugins.rlsweep_launcher.rlsweep_launcher import _leaders_in_order
     from rlsweep.launchers import round_member, seed_groups
 
-    jobs = [[f"seeds_per_job={n}", f"seed={s}"] for n in (1, 4) for s in range(4)]
+    jobs = [[f"seeds_per_job={n}", f"seed={s}"] for n in (4, 1) for s in range(4)]
     groups = seed_groups(jobs, 1)
-    assert groups == [[0], [1], [2], [3], [4, 5, 6, 7]]
-    assert _leaders_in_order(groups, jobs) == [0, 4, 1, 2, 3]  # round 1 alternates: the group first
+    assert groups == [[0, 1, 2, 3], [4], [5], [6], [7]]
+    # the group in seed 1's round (its cells' order reversed there), not seed 0's: [0, 4, 5, 6, 7] before
+    assert _leaders_in_order(groups, jobs) == [4, 5, 0, 6, 7]
     assert [round_member(list(range(n))) for n in (1, 2, 4, 8)] == [0, 0, 1, 3]
 
 

@@ -76,14 +76,16 @@ def job_threads(overrides: Sequence[str], base_threads: Any, environ: Mapping[st
     return max(1, threads)
 
 
-def seed_major_order(job_overrides: Sequence[Sequence[str]]) -> list[int]:
+def seed_major_order(job_overrides: Sequence[Sequence[str]], rounds_of: Sequence[Sequence[str]] = ()) -> list[int]:
     """Indices of the jobs in run order: every cell's first seed, then every cell's second seed, ...; the
     cells in the sweep's order for the first seed, reversed for the second, and so on, so that whatever
     favours the first (or last) job of a round falls on every cell alike: ``compile=none,default seed=0,1``
     runs (none,0) (default,0) (default,1) (none,1).
     """
     seeds = [(_override_values(o, SEED_KEY) or [""])[-1] for o in job_overrides]
-    rank = {s: i for i, s in enumerate(dict.fromkeys(seeds))}
+    # the rounds in the order the sweep lists its seeds (``rounds_of``: the whole sweep's jobs, where only some run)
+    listed = [(_override_values(o, SEED_KEY) or [""])[-1] for o in rounds_of] + seeds
+    rank = {s: i for i, s in enumerate(dict.fromkeys(listed))}
     return sorted(range(len(job_overrides)), key=lambda i: (rank[seeds[i]], -i if rank[seeds[i]] % 2 else i))
 
 

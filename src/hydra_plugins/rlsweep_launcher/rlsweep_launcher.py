@@ -139,7 +139,7 @@ def _leaders_in_order(groups: list[list[int]], job_overrides: Any) -> list[int]:
     run amid the rounds of the single-seed jobs they are compared against, not all before them."""
     from rlsweep.launchers import round_member, seed_major_order
 
-    order = seed_major_order([job_overrides[round_member(g)] for g in groups])
+    order = seed_major_order([job_overrides[round_member(g)] for g in groups], rounds_of=job_overrides)
     return [groups[k][0] for k in order]
 
 
