@@ -162,9 +162,9 @@ def command_lines(draw) -> tuple[list[str], dict[str, str]]:
 
 
 def _would_run(*args, **kwargs):
-    from rlsweep.hydra_callbacks import SESSION
+    from rlsweep.hydra_callbacks import current_session
 
-    SESSION.sweep_dir = None  # no report of a sweep that never ran
+    current_session().sweep_dir = None  # no report of a sweep that never ran
     raise _WouldRun()
 
 

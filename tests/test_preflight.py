@@ -129,15 +129,21 @@ def test_a_glob_sweep_expands_to_its_groups_options_as_hydras_sweeper_does(sweep
 def test_the_sweeper_composes_only_the_jobs_the_preflight_did_not_check(sweep_config,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Hydra's sweeper composes every job once more before launching (~0.15 s a job); rlsweep's skips the checked ones."""
+    from hydra._internal.callbacks import Callbacks
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper as HydraBasicSweeper
+    from hydra.types import HydraContext
 
     from hydra_plugins.rlsweep_launcher.rlsweep_launcher import BasicSweeper
 
     assert sweep_config.hydra.sweeper._target_ == f"{BasicSweeper.__module__}.BasicSweeper"
     composed: list[list[str]] = []
     monkeypatch.setattr(HydraBasicSweeper, "validate_batch_is_legal", lambda self, batch: composed.extend(batch))
-    monkeypatch.setattr(hc.SESSION, "checked_jobs", {("seed=0",), ("seed=1",)})
-    BasicSweeper(max_batch_size=None).validate_batch_is_legal([["seed=0"], ["seed=1"], ["seed=2"]])
+    callback = hc.RLSweepCallback()
+    callback.session.checked_jobs.update({("seed=0",), ("seed=1",)})
+    sweeper = BasicSweeper(max_batch_size=None)
+    sweeper.hydra_context = HydraContext(config_loader=None, callbacks=Callbacks())  # Hydra's, as its setup sets it
+    sweeper.hydra_context.callbacks.callbacks.append(callback)
+    sweeper.validate_batch_is_legal([["seed=0"], ["seed=1"], ["seed=2"]])
     assert composed == [["seed=2"]]
 
 

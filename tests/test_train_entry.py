@@ -252,14 +252,24 @@ def test_a_sweep_whose_report_cannot_be_written_ends_with_the_reports_status(tmp
 
     import rlsweep.report
     from rlsweep.cli import finish_sweep
-    from rlsweep.hydra_callbacks import SESSION
+    from rlsweep.hydra_callbacks import SweepSession
 
     monkeypatch.setattr(rlsweep.report, "main", lambda argv: 2)  # e.g. its folder is not writable: it said why
-    monkeypatch.setattr(SESSION, "sweep_dir", str(tmp_path))
-    monkeypatch.setattr(SESSION, "launcher", "BasicLauncher")
-    with pytest.raises(SystemExit) as stopped, finish_sweep():
+    session = SweepSession(sweep_dir=str(tmp_path), launcher="BasicLauncher")
+    with pytest.raises(SystemExit) as stopped, finish_sweep(session):
         pass
     assert stopped.value.code == 2
     monkeypatch.setattr(rlsweep.report, "main", lambda argv: 0)
-    with finish_sweep():  # a written report: the sweep's own status stands
+    with finish_sweep(session):  # a written report: the sweep's own status stands
         pass
+
+
+def test_a_commands_session_is_shared_by_its_callback_and_ends_with_it() -> None:
+    """What the launching process learns about a command lives as long as the command: a second command in the
+    same process (a test, a notebook) starts from nothing."""
+    from rlsweep.hydra_callbacks import RLSweepCallback, command_session, current_session
+
+    with command_session() as session:
+        assert RLSweepCallback().session is session  # the callback Hydra makes for this command
+        session.sweep_dir = "a-sweep"
+    assert current_session() is not session and current_session().sweep_dir is None

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlsweep.records import (
     STATUS_FAILED,
@@ -24,6 +24,9 @@ from rlsweep.records import (
     write_result,
 )
 from rlsweep.signals import skip_final_gc_at_exit
+
+if TYPE_CHECKING:
+    from rlsweep.hydra_callbacks import SweepSession
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +52,8 @@ def train_entry() -> Iterator[None]:
     """
     from rlsweep import folder_lock
     from rlsweep.hydra_callbacks import (
-        SESSION,
         command_accepted,
+        command_session,
         debug_enabled,
         fail,
         hydra_errors_as_bad_input,
@@ -63,33 +66,33 @@ def train_entry() -> Iterator[None]:
     claim_cache_env()
     if debug_enabled():
         os.environ["HYDRA_FULL_ERROR"] = "1"
-    SESSION.run_dir = SESSION.sweep_dir = SESSION.launcher = None  # set anew by this command's callback
     sys.argv[1:] = own_nodes(multirun_flag_first(sys.argv[1:]))
     if problems := group_value_errors(sys.argv[1:]):
         fail(problems, title="invalid command line")
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        with finish_sweep(), hydra_errors_as_bad_input():
-            yield
-    except KeyboardInterrupt as exc:
-        if debug_enabled():
-            raise
-        name = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT"
-        where, key = ((SESSION.sweep_dir, "hydra.sweep.dir") if SESSION.sweep_dir
-                      else (SESSION.run_dir or "<the run's folder>", "hydra.run.dir"))
-        print(f"rlsweep: stopped by {name}. Interrupted jobs wrote a checkpoint and an `interrupted` record; "
-              f"to continue, run the same command again with resume=true {_override(key, where)}", file=sys.stderr)
-        raise SystemExit(128 + getattr(signal, name)) from None
-    except Exception as exc:  # Hydra reports errors of jobs itself; this is the rest
-        if not command_accepted():  # the command line's, outside Hydra's report: --help with a typo, flags
-            refuse(exc)
-        if debug_enabled():
-            raise
-        print(f"rlsweep: {type(exc).__name__}: {exc}\n(RLSWEEP_DEBUG=1 shows the traceback)", file=sys.stderr)
-        raise SystemExit(1) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        folder_lock.release_all()  # the end of the process does the same; this is for callers in-process
+    with command_session() as session:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            with finish_sweep(session), hydra_errors_as_bad_input():
+                yield
+        except KeyboardInterrupt as exc:
+            if debug_enabled():
+                raise
+            name = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT"
+            where, key = ((session.sweep_dir, "hydra.sweep.dir") if session.sweep_dir
+                          else (session.run_dir or "<the run's folder>", "hydra.run.dir"))
+            print(f"rlsweep: stopped by {name}. Interrupted jobs wrote a checkpoint and an `interrupted` record; "
+                  f"to continue, run the same command again with resume=true {_override(key, where)}", file=sys.stderr)
+            raise SystemExit(128 + getattr(signal, name)) from None
+        except Exception as exc:  # Hydra reports errors of jobs itself; this is the rest
+            if not command_accepted():  # the command line's, outside Hydra's report: --help with a typo, flags
+                refuse(exc)
+            if debug_enabled():
+                raise
+            print(f"rlsweep: {type(exc).__name__}: {exc}\n(RLSWEEP_DEBUG=1 shows the traceback)", file=sys.stderr)
+            raise SystemExit(1) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            folder_lock.release_all()  # the end of the process does the same; this is for callers in-process
 
 
 def multirun_flag_first(args: list[str]) -> list[str]:
@@ -223,26 +226,23 @@ def _override(key: str, path: str) -> str:
 
 
 @contextlib.contextmanager
-def finish_sweep() -> Iterator[None]:
+def finish_sweep(session: SweepSession) -> Iterator[None]:
     """After a multirun, also a failed one (Hydra skips ``on_multirun_end``): wait for its jobs still running
     here, settle the records of the jobs that were killed (the one writer of those verdicts: ``sweeps.status``
     and the report only read them, but ``sweeps.status --settle``), write the report, print the line that
     uploads its offline W&B runs."""
-    from rlsweep.hydra_callbacks import SESSION
-
-    SESSION.submitted.clear()
     report_rc = 0
     try:
         yield
     finally:
-        if SESSION.submitted:  # hydra.launcher.wait=false: the jobs were only submitted; no waiting, no report yet
-            print("\n".join(SESSION.submitted), flush=True)
-        elif SESSION.sweep_dir and Path(SESSION.sweep_dir).is_dir():
-            sweep = Path(SESSION.sweep_dir)
+        if session.submitted:  # hydra.launcher.wait=false: the jobs were only submitted; no waiting, no report yet
+            print("\n".join(session.submitted), flush=True)
+        elif session.sweep_dir and Path(session.sweep_dir).is_dir():
+            sweep = Path(session.sweep_dir)
             try:
-                wait_for_jobs(sweep, local_jobs=SESSION.launcher == "LocalLauncher")
+                wait_for_jobs(sweep, local_jobs=session.launcher == "LocalLauncher")
                 mark_killed_jobs(sweep)
-                if SESSION.launcher == "SlurmLauncher":  # the jobs Slurm ended: its verdict into their records
+                if session.launcher == "SlurmLauncher":  # the jobs Slurm ended: its verdict into their records
                     from rlsweep.status import settle_records, sweep_status
 
                     settle_records(sweep_status(sweep))

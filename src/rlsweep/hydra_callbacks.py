@@ -8,6 +8,7 @@ problem ends the run with one message and exit status 2 (``RLSWEEP_DEBUG=1``: th
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import difflib
@@ -44,8 +45,9 @@ from rlsweep.validate import ConfigError, seed_errors, validate
 
 @dataclasses.dataclass
 class SweepSession:
-    """What the launching process learns about its command while Hydra runs it: set by
-    :class:`RLSweepCallback` and rlsweep's launchers, read by :mod:`rlsweep.cli` around the Hydra main."""
+    """What the launching process learns about one command while Hydra runs it: set by its
+    :class:`RLSweepCallback` and rlsweep's launchers (which reach it through Hydra's context,
+    :func:`session_of`), read by :mod:`rlsweep.cli` around the Hydra main."""
 
     run_dir: str | None = None  # the single run's folder (for messages)
     sweep_dir: str | None = None  # where the sweep writes, once its checks passed (for the report)
@@ -57,8 +59,32 @@ class SweepSession:
     submitted: list[str] = dataclasses.field(default_factory=list)
 
 
-#: this process's command (one at a time)
-SESSION = SweepSession()
+#: the command being run in this context: opened by :func:`command_session`, bound by the callback Hydra makes
+_COMMAND: contextvars.ContextVar[SweepSession] = contextvars.ContextVar("rlsweep_command")
+
+
+@contextlib.contextmanager
+def command_session() -> Iterator[SweepSession]:
+    """One command's session, from before Hydra starts until the CLI has finished with it; nothing of it
+    outlives the command (a test or notebook may run several in one process)."""
+    token = _COMMAND.set(SweepSession())
+    try:
+        yield _COMMAND.get()
+    finally:
+        _COMMAND.reset(token)
+
+
+def current_session() -> SweepSession:
+    """This command's session; a fresh one, shared by nobody, outside :func:`command_session`."""
+    return _COMMAND.get(None) or SweepSession()
+
+
+def session_of(hydra_context: Any) -> SweepSession | None:
+    """The session of the command whose Hydra context this is (its rlsweep callback's); None when this
+    Hydra app has no rlsweep callback: rlsweep's launchers then run its jobs with nothing to tell."""
+    callbacks = getattr(getattr(hydra_context, "callbacks", None), "callbacks", None) or []
+    return next((c.session for c in callbacks if isinstance(c, RLSweepCallback)), None)
+
 
 RESUME_KEY = "resume"
 FOLDER = "output folder not usable"
@@ -92,7 +118,8 @@ def refuse(exc: BaseException) -> None:
 
 def command_accepted() -> bool:
     """Whether this command's callback accepted it: from then on errors are the jobs', not the input's."""
-    return bool(SESSION.run_dir or SESSION.sweep_dir)
+    session = current_session()
+    return bool(session.run_dir or session.sweep_dir)
 
 
 @contextlib.contextmanager
@@ -378,12 +405,16 @@ def _output_folder(config: DictConfig, key: str, what: str, hint: str = "") -> t
 
 class RLSweepCallback(Callback):
     """The pre-flight checks; each ends with ``fail`` (SystemExit), also an error nobody foresaw: Hydra
-    would turn an exception into a warning and run the jobs."""
+    would turn an exception into a warning and run the jobs. What they learn goes into this command's
+    :class:`SweepSession`."""
+
+    def __init__(self) -> None:
+        self.session = current_session()
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             _check(config, check_device=True)
-            SESSION.run_dir = str(Path(str(config.hydra.run.dir)))
+            self.session.run_dir = str(Path(str(config.hydra.run.dir)))
             out, resume = _output_folder(config, "hydra.run.dir", "run")
             with _locked(out):
                 _check_finished_run(config, out, resume)
@@ -391,7 +422,7 @@ class RLSweepCallback(Callback):
             refuse(exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        SESSION.checked_jobs.clear()
+        self.session.checked_jobs.clear()
         try:
             launcher_errors = _launcher_errors(config)
             if launcher_errors:
@@ -402,12 +433,12 @@ class RLSweepCallback(Callback):
                 _check_finished_sweep(config, sweep, jobs, resume)
             _move_resume_to_hydra_overrides(config)
             # the jobs as the sweeper will launch them: its task overrides are without resume=..., moved above
-            SESSION.checked_jobs.update(tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs)
+            self.session.checked_jobs.update(tuple(o for o in job.overrides if override_key(o) != RESUME_KEY) for job in jobs)
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             refuse(exc)
         # only now: a refused sweep must not get a report (finish_sweep) in a folder it was refused
-        SESSION.sweep_dir = str(config.hydra.sweep.dir)
-        SESSION.launcher = _launcher(config)
+        self.session.sweep_dir = str(config.hydra.sweep.dir)
+        self.session.launcher = _launcher(config)
 
 
 @dataclasses.dataclass

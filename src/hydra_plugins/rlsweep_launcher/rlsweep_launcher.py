@@ -59,24 +59,22 @@ def _executor(cluster: str, launcher_params: Any) -> Any:
     return executor
 
 
-def _make_sweep_dir(config: Any, executor: str) -> Path:
+def _make_sweep_dir(config: Any, launcher: str) -> Path:
     """The sweep folder, created with ``hydra.sweep.mode``, as the plugin's ``launch`` makes it."""
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    log.info(f"Submitit '{executor}' sweep output dir : {sweep_dir}")
+    log.info(f"{launcher}: sweep output dir {sweep_dir}")
     sweep_dir.mkdir(parents=True, exist_ok=True)
     if "mode" in config.hydra.sweep:
         os.chmod(sweep_dir, mode=int(str(config.hydra.sweep.mode), 8))
     return sweep_dir
 
 
-def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, groups: list[list[int]], *,
-                  resolve_threads: bool = False, composed: dict | None = None) -> list[tuple[list[str], Any]]:
-    """Each cell of the sweep to prepare (:mod:`rlsweep.prepare`): its overrides and first job's config.
+def _cell_configs(launcher: Any, sweep: "_Sweep", *, resolve_threads: bool) -> list[tuple[list[str], Any]]:
+    """Each cell of the sweep to prepare (:mod:`rlsweep.prepare`): its overrides and first job's config
+    (each composed config kept in ``sweep.composed`` when it is a dict).
 
     Not a cell with ``prepare=false``, nor one whose jobs all finished before, nor a search's trials.
     ``resolve_threads``: ``backend.num_threads=null`` fixed to what a job of this process gets.
-    ``composed``: where to keep each job config composed here (by its overrides), for a launcher that
-    runs the jobs in this process and would compose them again (half a second each).
     """
     import dataclasses
 
@@ -90,18 +88,17 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, group
         return []
     if not is_basic_sweeper(OmegaConf.select(launcher.config, "hydra.sweeper._target_", default=None)):
         return []  # a search (Optuna) launches trial after trial, each its own cell: a cold run per trial would double it
-    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
-    finished = [(read_record(sweep_dir / str(initial_job_idx + i)) or {}).get("status") == STATUS_OK
-                for i in range(len(job_overrides))]
-    unfinished = [list(o) for o, done in zip(job_overrides, finished, strict=True) if not done]
+    finished = [(read_record(sweep.folder / str(sweep.first_idx + i)) or {}).get("status") == STATUS_OK
+                for i in range(len(sweep.overrides))]
+    unfinished = [o for o, done in zip(sweep.overrides, finished, strict=True) if not done]
     saved = HydraConfig.instance().cfg
     out = []
     try:
         for overrides in prepare.cells(unfinished):
             cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
             HydraConfig.instance().set_config(cfg)  # for ${hydra:...} in the job's values
-            if composed is not None:
-                composed[tuple(overrides)] = cfg
+            if sweep.composed is not None:
+                sweep.composed[tuple(overrides)] = cfg
                 OmegaConf.set_readonly(cfg.hydra, None)  # set_config made it read-only; the job's run sets it
             try:
                 tcfg = to_object(cfg)
@@ -116,7 +113,7 @@ def _cell_configs(launcher: Any, job_overrides: Any, initial_job_idx: int, group
     finally:
         if saved is not None:
             HydraConfig.instance().set_config(saved)
-    return prepare.with_group_sizes(out, job_overrides, finished, groups)
+    return prepare.with_group_sizes(out, sweep.overrides, finished, sweep.groups)
 
 
 def _plan_groups(config: Any, job_overrides: Any, initial_job_idx: int, sweep_dir: Path) -> list[list[int]]:
@@ -143,32 +140,76 @@ def _leaders_in_order(groups: list[list[int]], job_overrides: Any) -> list[int]:
     return [groups[k][0] for k in order]
 
 
-def _returns(groups: list[list[int]], led: dict[int, JobReturn], job_overrides: Any, initial_job_idx: int,
-             sweep_dir: Path) -> list[JobReturn]:
+def _returns(sweep: "_Sweep", led: dict[int, JobReturn]) -> list[JobReturn]:
     """Hydra's returns in job order: a group's first job's own, and each other member's from the record its
     group wrote for it (failed where that record is not ``ok``)."""
     out: dict[int, JobReturn] = {}
-    for group in groups:
+    for group in sweep.groups:
         out[group[0]] = led[group[0]]
         for i in group[1:]:
-            folder = sweep_dir / str(initial_job_idx + i)
+            folder = sweep.folder / str(sweep.first_idx + i)
             record = read_record(folder) or {}
             ok = record.get("status") == STATUS_OK
-            ret = JobReturn(overrides=list(job_overrides[i]), status=JobStatus.COMPLETED if ok else JobStatus.FAILED)
+            ret = JobReturn(overrides=list(sweep.overrides[i]), status=JobStatus.COMPLETED if ok else JobStatus.FAILED)
             ret.working_dir = str(folder)
             ret.return_value = record if ok else JobDied(
-                f"rlsweep: job {initial_job_idx + i} (trained by job {initial_job_idx + group[0]}, seeds_per_job) "
+                f"rlsweep: job {sweep.first_idx + i} (trained by job {sweep.first_idx + group[0]}, seeds_per_job) "
                 f"ended {record.get('status', 'without a record')}: {last_line(record.get('error'))}; "
                 f"its record: {folder}")
             out[i] = ret
-    return [out[i] for i in range(len(job_overrides))]
+    return [out[i] for i in range(len(sweep.overrides))]
+
+
+@dataclass
+class _Sweep:
+    """One batch of a sweep as a launcher runs it."""
+
+    folder: Path
+    overrides: list  # of each job, in job order
+    first_idx: int  # the first job's number
+    groups: list  # indices into ``overrides``: the jobs one process trains (``seeds_per_job``)
+    #: each cell's config composed for its preparation, by overrides, for a launcher that composes its jobs in
+    #: this process too (half a second each); None for one whose jobs are composed where they run
+    composed: Optional[dict] = None  # noqa: UP045 - see the module's docstring
+    executor: Any = None  # a submitit launcher's, when its preparation needs it too
+
+
+class _SeedMajorLaunch:
+    """The launch path of every rlsweep launcher: the sweep folder, the jobs grouped into processes, the
+    sweep's preparation, each group's first job run in seed-major order, Hydra's returns in job order.
+    A launcher adds how it prepares (``_prepare``) and how it runs the jobs (``_run``: its executor)."""
+
+    config: Any
+    _IN_PROCESS = False  # its jobs run in this process: their threads and configs are this process's
+
+    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
+        setup_globals()  # Hydra's resolvers (``${now:...}`` in hydra.sweep.dir)
+        assert self.config is not None
+        overrides = [list(o) for o in job_overrides]
+        assert overrides
+        folder = _make_sweep_dir(self.config, type(self).__name__)
+        sweep = _Sweep(folder, overrides, initial_job_idx, _plan_groups(self.config, overrides, initial_job_idx, folder),
+                       {} if self._IN_PROCESS else None)
+        self._prepare(sweep, _cell_configs(self, sweep, resolve_threads=self._IN_PROCESS))
+        led = self._run(sweep, _leaders_in_order(sweep.groups, overrides))
+        if led is None:  # submitted, not awaited: each job's record is its result
+            return [JobReturn(overrides=o, status=JobStatus.COMPLETED) for o in overrides]
+        return _returns(sweep, led)
+
+    def _prepare(self, sweep: _Sweep, cell_configs: list) -> None:
+        raise NotImplementedError
+
+    def _run(self, sweep: _Sweep, order: list) -> Optional[dict]:  # noqa: UP045
+        """Run the jobs ``order`` names (each group's first), in that order: their ``JobReturn`` by index,
+        or None when they were only submitted."""
+        raise NotImplementedError
 
 
 class JobDied(CompactHydraException):
     """A local job's process ended without a result: Hydra prints this one line, no traceback."""
 
 
-class LocalLauncher(submitit_launcher.LocalLauncher):
+class LocalLauncher(_SeedMajorLaunch, submitit_launcher.LocalLauncher):
     """The plugin's launcher -- same executor, job folders and returns -- starting the next job only
     when one of at most ``max_parallel`` running ones ended (submitit's local executor has no limit).
 
@@ -198,44 +239,39 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
         threads = max(job_threads(o, base, job_env) for o in job_overrides)
         return default_max_parallel(cpus, threads), f"{cpus} CPUs // {threads} thread(s) per job"
 
-    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        assert self.config is not None
-        jobs_overrides = [list(o) for o in job_overrides]
-        num_jobs = len(jobs_overrides)
-        assert num_jobs > 0
-        limit, why = self._limit(jobs_overrides)
-        executor = _executor(self._EXECUTOR, self.params)
-        sweep_dir = _make_sweep_dir(self.config, self._EXECUTOR)
-        log.info(f"{num_jobs} jobs, at most {limit} at once ({why}), seed-major order")
-
+    def _prepare(self, sweep: _Sweep, cell_configs: list) -> None:
         from rlsweep import prepare
+
+        limit, _ = self._limit(sweep.overrides)
+        prepare.prepare_sweep(sweep.folder, cell_configs, in_process=False, launcher=type(self).__name__, limit=limit,
+                              gpus_per_node=self.params.get("gpus_per_node") or 0)
+
+    def _run(self, sweep: _Sweep, order: list[int]) -> dict[int, JobReturn]:
         from rlsweep.launchers import run_limited
 
-        groups = _plan_groups(self.config, jobs_overrides, initial_job_idx, sweep_dir)
-        prepare.prepare_sweep(sweep_dir, _cell_configs(self, jobs_overrides, initial_job_idx, groups), in_process=False,
-                              launcher=type(self).__name__, limit=limit,
-                              gpus_per_node=self.params.get("gpus_per_node") or 0)
+        limit, why = self._limit(sweep.overrides)
+        log.info(f"{len(sweep.overrides)} jobs, at most {limit} at once ({why}), seed-major order")
+        executor = _executor(self._EXECUTOR, self.params)
         singletons = Singleton.get_state()
-        stop_marker = sweep_dir / STOP_MARKER
+        stop_marker = sweep.folder / STOP_MARKER
         stop_marker.unlink(missing_ok=True)  # left by an earlier, stopped run of this sweep
 
         def submit(i: int) -> Any:
-            idx = initial_job_idx + i
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(jobs_overrides[i]))}")
+            idx = sweep.first_idx + i
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(sweep.overrides[i]))}")
             # the job's hydra config records the limit it ran under (job.max_parallel)
-            overrides = [*jobs_overrides[i], f"hydra.launcher.max_parallel={limit}"]
+            overrides = [*sweep.overrides[i], f"hydra.launcher.max_parallel={limit}"]
             return _submit_ignoring_sigint(executor, self, overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}",
                                            singletons)
 
         def stop(running: list[Any], pending: list[int]) -> None:
             if pending:
                 log.warning(f"interrupted: {len(pending)} job(s) not started: "
-                            f"{sorted(initial_job_idx + i for i in pending)}")
+                            f"{sorted(sweep.first_idx + i for i in pending)}")
             _stop_jobs(running, stop_marker)
 
-        led = run_limited(_leaders_in_order(groups, jobs_overrides), limit, submit,
-                          lambda i, job: self._result(job, initial_job_idx + i, jobs_overrides[i], sweep_dir), stop)
-        return _returns(groups, led, jobs_overrides, initial_job_idx, sweep_dir)  # in job order, as the plugin's
+        return run_limited(order, limit, submit,
+                           lambda i, job: self._result(job, sweep.first_idx + i, sweep.overrides[i], sweep.folder), stop)
 
     @staticmethod
     def _result(job: Any, idx: int, overrides: list[str], sweep_dir: Path) -> JobReturn:
@@ -306,44 +342,39 @@ ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_basic", node=
                              provider="rlsweep")
 
 
-class BasicLauncher(basic_launcher.BasicLauncher):
+class BasicLauncher(_SeedMajorLaunch, basic_launcher.BasicLauncher):
     """Hydra's basic launcher -- jobs one after another in this process -- in seed-major order.
 
     Each job keeps its number, id and folder; only the order they run in changes. The returns
     come back in job order, as Hydra's sweeper expects them.
     """
 
-    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        setup_globals()
-        assert self.hydra_context is not None
-        assert self.config is not None
-        assert self.task_function is not None
-        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
+    _IN_PROCESS = True
+
+    def _prepare(self, sweep: _Sweep, cell_configs: list) -> None:
         from rlsweep import prepare
 
-        groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
-        composed: dict[tuple[str, ...], Any] = {}
         # cold runs one at a time, as this launcher runs its jobs; then every cell once in this process
-        prepare.prepare_sweep(sweep_dir, _cell_configs(self, job_overrides, initial_job_idx, groups,
-                                                       resolve_threads=True, composed=composed),
-                              in_process=True, launcher=type(self).__name__)
-        log.info(f"Launching {len(job_overrides)} jobs locally, seed-major order")
+        prepare.prepare_sweep(sweep.folder, cell_configs, in_process=True, launcher=type(self).__name__)
+
+    def _run(self, sweep: _Sweep, order: list[int]) -> dict[int, JobReturn]:
+        assert self.hydra_context is not None
+        assert self.task_function is not None
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        log.info(f"Launching {len(sweep.overrides)} jobs locally, seed-major order")
         runs: dict[int, JobReturn] = {}
-        for i in _leaders_in_order(groups, job_overrides):
-            idx = initial_job_idx + i
-            overrides = list(job_overrides[i])
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
-            sweep_config = (composed.pop(tuple(overrides), None)
-                            or self.hydra_context.config_loader.load_sweep_config(self.config, overrides))
-            with open_dict(sweep_config):
-                sweep_config.hydra.job.id = idx
-                sweep_config.hydra.job.num = idx
+        for i in order:
+            idx = sweep.first_idx + i
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(sweep.overrides[i]))}")
+            config = ((sweep.composed or {}).pop(tuple(sweep.overrides[i]), None)
+                      or self.hydra_context.config_loader.load_sweep_config(self.config, sweep.overrides[i]))
+            with open_dict(config):
+                config.hydra.job.id = idx
+                config.hydra.job.num = idx
             runs[i] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
-                              config=sweep_config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+                              config=config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        return _returns(groups, runs, job_overrides, initial_job_idx, sweep_dir)
+        return runs
 
 
 @dataclass
@@ -364,9 +395,11 @@ class BasicSweeper(basic_sweeper.BasicSweeper):
     """
 
     def validate_batch_is_legal(self, batch: Any) -> None:
-        from rlsweep.hydra_callbacks import SESSION
+        from rlsweep.hydra_callbacks import session_of
 
-        unchecked = [overrides for overrides in batch if tuple(overrides) not in SESSION.checked_jobs]
+        session = session_of(getattr(self, "hydra_context", None))
+        checked = session.checked_jobs if session is not None else set()
+        unchecked = [overrides for overrides in batch if tuple(overrides) not in checked]
         if unchecked:
             super().validate_batch_is_legal(unchecked)
 
@@ -387,7 +420,7 @@ ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_slurm", node=
                              provider="rlsweep")
 
 
-class SlurmLauncher(submitit_launcher.SlurmLauncher):
+class SlurmLauncher(_SeedMajorLaunch, submitit_launcher.SlurmLauncher):
     """The plugin's Slurm launcher that writes the sweep's manifest (:func:`rlsweep.status.write_manifest`)
     at submission; with ``wait=false`` it returns a completed, valueless return per job at once.
     Named like the plugin's class (records say ``SlurmLauncher``).
@@ -397,55 +430,47 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         super().__init__(**params)
         self.wait = wait
 
-    def launch(self, job_overrides: Any, initial_job_idx: int) -> list[JobReturn]:
-        from rlsweep.hydra_callbacks import SESSION
+    def _run(self, sweep: _Sweep, order: list[int]) -> Optional[dict]:  # noqa: UP045
+        from rlsweep.hydra_callbacks import session_of
         from rlsweep.launchers import submitted_message
         from rlsweep.status import write_manifest
 
-        assert self.config is not None
-        num_jobs = len(job_overrides)
-        assert num_jobs > 0
-        executor = _executor(self._EXECUTOR, self.params)
-        sweep_dir = _make_sweep_dir(self.config, self._EXECUTOR)
-        groups = _plan_groups(self.config, job_overrides, initial_job_idx, sweep_dir)
-        self._prepare(executor, sweep_dir, job_overrides, initial_job_idx, groups)
-        leaders = [g[0] for g in groups]
-        job_params = []
         singletons = Singleton.get_state()  # a deep copy of Hydra's global state: once, not per job
-        for i in leaders:
-            idx = initial_job_idx + i
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(job_overrides[i]))}")
-            job_params.append((list(job_overrides[i]), "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons))
-        jobs = dict(zip(leaders, executor.map_array(self, *zip(*job_params)), strict=True))
+        job_params = []
+        for i in order:
+            idx = sweep.first_idx + i
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(sweep.overrides[i]))}")
+            job_params.append((sweep.overrides[i], "hydra.sweep.dir", idx, f"job_id_for_{idx}", singletons))
+        jobs = dict(zip(order, sweep.executor.map_array(self, *zip(*job_params)), strict=True))
         # every job, under the Slurm task that trains it (a group's members under its first job's)
-        task = {i: jobs[g[0]] for g in groups for i in g}
-        write_manifest(sweep_dir, [(initial_job_idx + i, list(o), task[i].job_id) for i, o in enumerate(job_overrides)],
+        task = {i: jobs[g[0]] for g in sweep.groups for i in g}
+        write_manifest(sweep.folder, [(sweep.first_idx + i, o, task[i].job_id) for i, o in enumerate(sweep.overrides)],
                        type(self).__name__)
         if self.wait:
-            led = {i: j.results()[0] for i, j in jobs.items()}
-            return _returns(groups, led, job_overrides, initial_job_idx, sweep_dir)
-        array_ids = [str(j.job_id).split("_", 1)[0] for j in jobs.values()]
-        SESSION.submitted.append(submitted_message(str(sweep_dir), array_ids, num_jobs))
-        # not awaited: each job's record is its result
-        return [JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED) for overrides in job_overrides]
+            return {i: j.results()[0] for i, j in jobs.items()}
+        message = submitted_message(str(sweep.folder), [str(j.job_id).split("_", 1)[0] for j in jobs.values()],
+                                    len(sweep.overrides))
+        if (session := session_of(self.hydra_context)) is not None:
+            session.submitted.append(message)  # printed once Hydra is done, instead of a report
+        else:
+            log.info(message)
+        return None
 
-    def _prepare(self, executor: Any, sweep_dir: Path, job_overrides: Any, initial_job_idx: int,
-                 groups: list[list[int]]) -> None:
-        """The sweep's preparation (:mod:`rlsweep.prepare`) as one Slurm job that the array waits for
-        (``afterany``: a failed preparation still lets the jobs run, unprepared); a sweep that compiles
-        nothing needs no job: its preparation file is written here.
-        """
+    def _prepare(self, sweep: _Sweep, cell_configs: list) -> None:
+        """The executor of the sweep's array (``sweep.executor``), and the sweep's preparation
+        (:mod:`rlsweep.prepare`) as one Slurm job the array waits for (``afterany``: a failed preparation
+        still lets the jobs run, unprepared); a sweep that compiles nothing needs no job: its preparation
+        file is written here."""
         from rlsweep import prepare
 
-        cell_configs = _cell_configs(self, job_overrides, initial_job_idx, groups)
-        if not cell_configs:
-            return
+        sweep.executor = executor = _executor(self._EXECUTOR, self.params)
         name = type(self).__name__
         if not any(prepare.compiles(c) for _, c in cell_configs):
-            prepare.prepare_sweep(sweep_dir, cell_configs, in_process=False, launcher=name)
+            if cell_configs:
+                prepare.prepare_sweep(sweep.folder, cell_configs, in_process=False, launcher=name)
             return
         # cold runs one after another on the job's node, each in a fresh process
-        job = executor.submit(prepare.prepare_sweep, sweep_dir, cell_configs, in_process=False, launcher=name)
+        job = executor.submit(prepare.prepare_sweep, sweep.folder, cell_configs, in_process=False, launcher=name)
         log.info(f"preparation: Slurm job {job.job_id} measures each compiled cell's cold compile once, untimed, "
                  "or reuses the one the compile cache's ledger keeps for that node; the sweep's jobs start after it "
                  f"(its log: {job.paths.stdout})")
