@@ -110,7 +110,7 @@ def save(path: Path, cfg: TrainConfig, algo: Any, runner_state: dict[str, Any],
         "optimizers": {k: o.state_dict() for k, o in algo.optimizers().items()},
         "algo_extra": algo.extra_state(),
         # float16's loss scale, one per rt.update (None where it has no GradScaler)
-        "grad_scalers": [u.scaler.state_dict() if u.scaler is not None else None for u in algo.rt.updates],
+        "grad_scalers": [u.scaler.state_dict() if u.scaler is not None else None for u in algo.rt._updates],
         "algo_counters": {"env_steps": algo.env_steps, "updates": algo.updates, "episodes": algo.episodes},
         "envs": pickle_envs(algo.envs),
         "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
@@ -208,7 +208,7 @@ def restore(payload: dict[str, Any], algo: Any) -> None:
             if isinstance(lr, torch.Tensor):  # a schedule's tensor (PPO's, DQN's): loading replaced it
                 group["lr"] = lr.fill_(group["lr"])
     algo.load_extra_state(payload["algo_extra"])
-    for update, scaler in zip(algo.rt.updates, payload["grad_scalers"], strict=False):  # a plugin may build an update later
+    for update, scaler in zip(algo.rt._updates, payload["grad_scalers"], strict=False):  # a plugin may build an update later
         if update.scaler is not None and scaler is not None:
             update.scaler.load_state_dict(scaler)
     counters = payload["algo_counters"]

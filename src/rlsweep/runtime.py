@@ -99,9 +99,9 @@ class Runtime:
         self.is_cuda = device.type == "cuda"
         self.settings = Settings()
         self.compile_stats: CompileStats | None = None
-        self.updates: list[Update] = []  # every update made through rt.update, in order
+        self._updates: list[Update] = []  # every update made through rt.update, in order (the checkpoint keeps their GradScalers)
         self._staging: PinnedStaging | None = None
-        self._update: Update | None = None  # the gradient step being taken (rt.minimize's)
+        self._active_update: Update | None = None  # the gradient step being taken (rt.minimize's)
         # seeds_per_job: the seeds trained together (the runner sets them before anything is built),
         # their random streams, why a seed stopped (by index)
         self.seed_values: tuple[int, ...] = (0,)
@@ -245,7 +245,7 @@ class Runtime:
         """The gradient step ``step`` (which calls :meth:`minimize`), taken as the toggles say (:mod:`rlsweep.update`);
         ``modules`` hold every parameter the ``optimizers`` optimize, ``name`` is for ``compile.functions``."""
         update = Update(self, step, modules, optimizers, name)
-        self.updates.append(update)  # their GradScalers go into the job's checkpoint, in this order
+        self._updates.append(update)
         return update
 
     def minimize(self, loss_fn: Callable[[], Any], optimizer: torch.optim.Optimizer, *,
@@ -255,9 +255,9 @@ class Runtime:
         Call it inside the step given to :meth:`update`, once per optimizer. With ``has_aux``
         ``loss_fn`` returns ``(loss, aux)``, and so does this; ``max_grad_norm`` clips the global L2 norm.
         """
-        if self._update is None:
+        if self._active_update is None:
             raise RuntimeError("rt.minimize is called inside the step function given to rt.update")
-        return self._update.minimize(loss_fn, optimizer, max_grad_norm, has_aux)
+        return self._active_update.minimize(loss_fn, optimizer, max_grad_norm, has_aux)
 
     # -- dtype -------------------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -278,8 +278,8 @@ class Runtime:
     def polyak_update(self, target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float) -> None:
         """target <- target + tau * (source - target), in place or via new tensors (each seed's slices in a step)."""
         tgt, src = list(target), list(source)
-        if self._update is not None:
-            tgt, src = self._update.current(tgt), self._update.current(src)
+        if self._active_update is not None:
+            tgt, src = self._active_update.current(tgt), self._active_update.current(src)
         if self.settings.inplace:
             torch._foreach_lerp_(tgt, src, tau)
         else:

@@ -111,14 +111,14 @@ class Update:
         if self.single_graph:
             for i in range(len(self.optimizers)):
                 self._refresh(i)
-        self.rt._update = self
+        self.rt._active_update = self
         try:
             if self.seeds == 1:
                 out = self._fn(*args)
             else:  # the stacks and the optimizers' state, passed in: vmap hands each seed its own slices
                 out = self._fn(self._held, [bound[2] for bound in self._bound], *args)
         finally:
-            self.rt._update = None
+            self.rt._active_update = None
         if self.scaler is not None:
             self.scaler.update()  # once per gradient step, after every optimizer it scaled
         return out

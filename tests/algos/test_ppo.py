@@ -34,7 +34,7 @@ def test_rollout_log_probs_and_values_are_those_of_the_taken_actions(env: str) -
         envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
         try:
             algo = PPO(cfg, envs, rt, PhaseTimer(device))
-            algo._update = lambda *args: {}  # the networks stay those that acted
+            algo._learn = lambda *args: {}  # the networks stay those that acted
             algo.iteration()
         finally:
             envs.close()

@@ -109,7 +109,7 @@ def test_float16_loss_scale_resumes_from_the_checkpoint(algo: str, tmp_path, mon
     resumed = train(tiny_cfg(algo, "dtype=float16"), checkpoint_path=ckpt)
 
     def scales(out) -> list[float]:
-        return [u.scaler.get_scale() for u in out.algo.rt.updates]
+        return [u.scaler.get_scale() for u in out.algo.rt._updates]
 
     assert resumed.requeues == 1
     assert scales(resumed) == scales(straight) and min(scales(straight)) > 2.0, (scales(resumed), scales(straight))

@@ -42,7 +42,7 @@ class Algorithm(ABC):
         self.timer = timer
         self.device = rt.device
         self.env_steps = 0  # of one seed: every seed a job trains together steps as many
-        self.updates = 0
+        self.updates = 0  # calls of the update(s) made with rt.update: the record's `updates`
         #: (return, length, env_steps at its end, index of its seed in rt.seed_values)
         self.episodes: list[tuple[float, int, int, int]] = []
 

@@ -242,7 +242,7 @@ class PPO(Algorithm):
         self.logp_buf, self.val_buf = self._evaluate(self.obs_buf, self.act_buf, logits, noise)
         timer.stop("act", t)
         t = timer.start()
-        stats = self._update(self.rew_host, self.done_host, last_obs)
+        stats = self._learn(self.rew_host, self.done_host, last_obs)
         timer.stop("update", t)
         self.iterations_done += 1
         return stats
@@ -263,7 +263,7 @@ class PPO(Algorithm):
             self.rew_host[step, idx] += self.a.gamma * (value if self.rt.seeds == 1 else value[idx])
         self.record_episodes(finished_episodes(info, by_env=True))
 
-    def _update(self, rewards: np.ndarray, dones: np.ndarray, last_obs: torch.Tensor) -> dict[str, float]:
+    def _learn(self, rewards: np.ndarray, dones: np.ndarray, last_obs: torch.Tensor) -> dict[str, float]:
         """GAE over the rollout (on the host: its sequential tiny steps cost less in numpy), then every epoch."""
         a = self.a
         with torch.no_grad():
