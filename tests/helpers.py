@@ -25,6 +25,7 @@ TINY = {
     # of the compiled and the eager step in the actor to 1e-3 (seeds 1-6: < 1e-5; measured 2026-12-03)
     "td3": ["algo.learning_starts=32", "algo.steps_per_iteration=32", "algo.batch_size=16",
             "algo.hidden_sizes=[16,16]", "total_env_steps=160", "seed=2"],
+    "a2c": ["algo.num_envs=4", "algo.num_steps=8", "algo.hidden_sizes=[16,16]", "total_env_steps=256"],
     # the Atari PPO preset (Nature CNN on uint8 frames) on Breakout, games cut at 400 frames (100 steps)
     "atari_ppo": ["experiment=atari_ppo", "algo.num_envs=2", "algo.num_steps=16", "algo.update_epochs=1",
                   "algo.minibatch_size=16", "env.max_episode_steps=400", "total_env_steps=64"],
@@ -34,7 +35,7 @@ COMMON = ["prepare=false", *QUIET]
 
 
 #: algorithms that are plugins from another config directory (the examples)
-PLUGIN_CONF = {"td3": ROOT / "examples" / "td3" / "conf"}
+PLUGIN_CONF = {"td3": ROOT / "examples" / "td3" / "conf", "a2c": ROOT / "examples" / "a2c" / "conf"}
 
 
 def compose_cfg(overrides: list[str] | None = None, config_dir: Path | None = None) -> TrainConfig:
