@@ -106,3 +106,13 @@ def test_an_optuna_search_over_a_hyper_parameter_and_a_toggle(tmp_path: Path) ->
     assert report["counts"] == {"ok": 6, "failed": 0, "interrupted": 0, "missing": 0}
     assert len(report["cells"]) == 6 and set(report["varied_dims"]) == {"algo.lr", "compile"}
     assert (out / "report" / "wandb_workspace.json").is_file()
+
+
+def test_a_trial_a_search_chose_is_checked_in_its_job(tmp_path: Path) -> None:
+    """A grid's jobs are checked before launch and their jobs check only the machine; a search's trials are
+    chosen as it goes, so the job checks the trial's config itself: a refused trial, a record that says why."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    proc, _, records = _optuna_sweep(tmp_path / "s", "hydra.sweeper.n_trials=1", "algo.clip_coef=choice(-0.2, -0.3)")
+    assert [r["status"] for r in records] == ["failed"], proc.stderr[-3000:]
+    assert "ConfigError" in records[0]["error"] and "algo.clip_coef must be > 0" in records[0]["error"]
+    assert "nan" not in proc.stdout  # no ratio to timed jobs that took no time

@@ -299,7 +299,7 @@ def wall_time_line(sweep: Path, report_s: float) -> str | None:
                                              if side_by_side else f"{timed:.1f} s (the sum of their wall_s)")
     return (f"Wall time {age:.1f} s = {how}, preparation {prep_s:.1f} s, start-up {start_up:.1f} s (interpreter, "
             f"imports, composition, checks), between and around the jobs {rest:.1f} s (Hydra's job set-up, W&B "
-            f"finish, records), report {report_s:.1f} s: {age / ran if ran else float('nan'):.2f}x the timed jobs.")
+            f"finish, records), report {report_s:.1f} s" + (f": {age / ran:.2f}x the timed jobs." if ran else "."))
 
 
 def _running_records(sweep: Path) -> list[tuple[Path, dict[str, Any]]]:

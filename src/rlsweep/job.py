@@ -32,6 +32,7 @@ from rlsweep.records import (
     RUNNING_ERROR,
     STATUS_FAILED,
     STATUS_RUNNING,
+    is_basic_sweeper,
     override_key,
     read_group,
     read_record,
@@ -53,7 +54,7 @@ from rlsweep.tracking import (
     secret_values,
     stable_run_id,
 )
-from rlsweep.validate import ConfigError, validate
+from rlsweep.validate import ConfigError, machine_errors, validate
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,15 @@ def job_info() -> dict[str, Any]:
         # local launcher: at most this many jobs of the sweep ran at once (None: no such limit here)
         "max_parallel": OmegaConf.select(hc.launcher, "max_parallel", default=None),
     }
+
+
+def _checked_before_launch() -> bool:
+    """Whether the launching process's pre-flight checked this job's config: a single run or a grid's job,
+    not a trial that a search (Optuna) chose as it went."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    return str(hc.mode) != "RunMode.MULTIRUN" or is_basic_sweeper(OmegaConf.select(hc.sweeper, "_target_", default=None))
 
 
 @dataclasses.dataclass
@@ -130,8 +140,9 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     tcfg = to_object(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     seats = _seats(tcfg, info, resolved)
-    # the launching process checked this already, but a Slurm node may differ (no GPU, ...)
-    errors = validate(tcfg)
+    # what this machine has, a Slurm node may lack (a GPU, ROMs, ...); the config itself was checked before
+    # launch, but for a search's trial
+    errors = machine_errors(tcfg) if _checked_before_launch() else validate(tcfg)
     if errors:
         error = ConfigError("; ".join(errors))
         _write_refused(seats, f"ConfigError on {info.get('hostname')}: {error}")

@@ -76,19 +76,23 @@ def _env_action_space(env_id: str, errors: list[str]) -> Any:
 
 
 def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
-    """Every reason ``cfg`` cannot run; an empty list means it can.
+    """Every reason ``cfg`` cannot run; an empty list means it can: the config's own
+    (:func:`config_errors`) and this machine's (:func:`machine_errors`).
 
     Args:
         cfg: the composed, typed config.
         check_device: check that the device exists here (off when the job runs elsewhere,
             e.g. a Slurm GPU node launched from a CPU login node).
     """
-    from rlsweep.tracking import resolved_logger, wandb_credentials_problem
+    return config_errors(cfg) + machine_errors(cfg, check_device=check_device)
 
+
+def config_errors(cfg: TrainConfig) -> list[str]:
+    """What is wrong with the config itself, wherever it would run: checked once, before any job starts."""
     errors: list[str] = []
     for toggle in TOGGLES:
         errors += toggle().validate(cfg)
-    if cfg.logger.mode is not None:  # None: WANDB_MODE, checked below
+    if cfg.logger.mode is not None:  # None: WANDB_MODE, checked with the machine
         errors += choice_errors("logger.mode", cfg.logger.mode, LOGGER_MODES)
     errors += choice_errors("prepare", str(cfg.prepare).lower(), PREPARE_MODES)
     errors += choice_errors("objective.metric", cfg.objective.metric, OBJECTIVE_METRICS)
@@ -102,10 +106,26 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
     if cfg.warmup_iters < 0:
         errors.append(f"warmup_iters must be >= 0, got {cfg.warmup_iters}")
     errors += in_range_errors("eval_episodes", cfg.eval_episodes, 0, MAX_EVAL_EPISODES)
-
     if not _DEVICE_RE.match(cfg.device):
         errors.append(f"device={cfg.device!r} is not valid; use auto, cpu, cuda or cuda:N")
-    elif check_device and cfg.device.startswith("cuda"):
+    algo_cls = algorithm_class(cfg.algo._target_)
+    errors += algo_cls.validate_config(cfg)  # the algorithm's hyper-parameters, by the algorithm itself
+    errors += positive_errors("seeds_per_job", cfg.seeds_per_job, MAX_SEEDS_PER_JOB)
+    if cfg.seeds_per_job > 1 and not algo_cls.seeds_together:
+        from rlsweep.algos.base import seeds_together_refusal
+
+        errors.append(seeds_together_refusal(algo_cls))
+    return errors
+
+
+def machine_errors(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
+    """What this machine lacks to run ``cfg``: the CUDA device (``check_device``), W&B's mode and credentials
+    from its environment, the env's packages (Atari's ROMs), an env whose action space the algorithm drives.
+    A job checks these again where it runs: a Slurm node may differ from the machine that launched it."""
+    from rlsweep.tracking import resolved_logger, wandb_credentials_problem
+
+    errors: list[str] = []
+    if check_device and _DEVICE_RE.match(cfg.device) and cfg.device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
@@ -113,7 +133,6 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
                           f"CUDA build: {torch.version.cuda}); use device=cpu or device=auto")
         elif ":" in cfg.device and int(cfg.device.split(":")[1]) >= torch.cuda.device_count():
             errors.append(f"device={cfg.device} but only {torch.cuda.device_count()} CUDA device(s) exist")
-
     try:
         wandb_settings = resolved_logger(cfg.logger)  # the config, else W&B's environment variables
     except ValueError as exc:
@@ -128,12 +147,6 @@ def validate(cfg: TrainConfig, *, check_device: bool = True) -> list[str]:
 
     errors += atari_errors(cfg.env)  # also registers ale-py's ids (ALE/Pong-v5) for the checks below
     algo_cls = algorithm_class(cfg.algo._target_)
-    errors += algo_cls.validate_config(cfg)  # the algorithm's hyper-parameters, by the algorithm itself
-    errors += positive_errors("seeds_per_job", cfg.seeds_per_job, MAX_SEEDS_PER_JOB)
-    if cfg.seeds_per_job > 1 and not algo_cls.seeds_together:
-        from rlsweep.algos.base import seeds_together_refusal
-
-        errors.append(seeds_together_refusal(algo_cls))
     space = _env_action_space(cfg.env.id, errors)
     if space is not None and not isinstance(space, algo_cls.action_spaces):
         import gymnasium as gym
