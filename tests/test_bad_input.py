@@ -222,8 +222,8 @@ def test_bad_input_fails_before_any_job_with_one_message(outcomes: dict, case: C
 
 @pytest.mark.parametrize(("args", "trace"), [
     (["total_env_steps=0"], ["in on_run_start", "ConfigError: rlsweep: invalid configuration"]),  # ours
-    # Hydra's: under a preset the algorithm's keys are checked as Hydra composes them
-    (["experiment=smoke", "algo.lr=abc"], ["Traceback (most recent call last)", "ConfigCompositionException"]),
+    # Hydra's: a preset that sets DQN's keys, with algo=ppo, fails as Hydra composes it
+    (["experiment=sb3_dqn", "algo=ppo"], ["Traceback (most recent call last)", "ConfigCompositionException"]),
 ])
 def test_rlsweep_debug_shows_the_traceback(tmp_path: Path, args: list[str], trace: list[str]) -> None:
     """RLSWEEP_DEBUG=1: the same bad input, with where it was found (and still no folder)."""
@@ -315,7 +315,17 @@ def test_every_value_its_schema_key_refuses_is_named_at_once() -> None:
         "algo.double_q=perhaps: Value 'perhaps' is not a valid bool (type str)"]
     assert group_value_errors(["algo=ppo,dqn", "algo.double_q=perhaps"]) == [  # DQN's key, in a sweep over both
         "algo.double_q=perhaps: Value 'perhaps' is not a valid bool (type str)"]
-    assert group_value_errors(["experiment=sb3_dqn", "algo.batch_size=big"]) == []  # the preset's: Hydra's check
+    # the algorithm an experiment preset chooses, and a plugin's (from its own config folder)
+    assert group_value_errors(["experiment=sb3_dqn", "algo.batch_size=big", "seed=abc"]) == [
+        "algo.batch_size=big: Value 'big' of type 'str' could not be converted to Integer",
+        "seed=abc: Value 'abc' of type 'str' could not be converted to Integer"]
+    assert group_value_errors(["experiment=smoke", "algo.clip_coef=wide"]) == [  # a preset that keeps PPO
+        "algo.clip_coef=wide: Value 'wide' of type 'str' could not be converted to Float"]
+    assert group_value_errors(["--config-dir", str(TD3_CONF), "algo=td3", "algo.tau=abc", "seed=abc"]) == [
+        "algo.tau=abc: Value 'abc' of type 'str' could not be converted to Float",
+        "seed=abc: Value 'abc' of type 'str' could not be converted to Integer"]
+    # a preset that chooses one algorithm and algo= another: which one trains is Hydra's to say
+    assert group_value_errors(["experiment=sb3_dqn", "algo=ppo", "algo.batch_size=big"]) == []
 
 
 def test_the_command_lines_default_algorithm_is_the_primary_configs() -> None:

@@ -168,33 +168,70 @@ def group_value_errors(args: list[str]) -> list[str]:
         elif options and not key.startswith("hydra/") and not o.is_delete():  # a launcher's options are plugins'
             errors += [option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
     return errors + _type_errors([o for o in parsed if not o.is_delete() and o.key_or_group not in groups],
-                                 _chosen_algos(given))
+                                 _chosen_algos(given, dirs))
 
 
-def _chosen_algos(given: dict[str, list[Any]]) -> list[str] | None:
-    """The algorithms the command line trains, when it says so without a preset: ``algo=...`` (each of a sweep),
-    else the primary config's default; None when an experiment preset may choose another."""
-    if "experiment" in given:
+def _values(override: Any) -> list[str]:
+    value = override.value()
+    return [str(v) for v in (getattr(value, "list", None) or [value])]
+
+
+def _chosen_algos(given: dict[str, list[Any]], dirs: list[Path]) -> list[type]:
+    """The hyper-parameter schemas of the algorithms the command line trains: ``algo=...`` (each of a sweep), else
+    the experiment preset's (its ``override /algo``), else the primary config's default; a plugin's is its
+    class's ``config_class``. Empty where that is Hydra's to decide (a preset that chooses one and ``algo=``)."""
+    presets = [_yaml(dirs, "experiment", e) for e in _values(given["experiment"][-1])] if "experiment" in given else []
+    chosen = [next((str(v) for d in p.get("defaults") or [] if isinstance(d, dict)
+                    for k, v in d.items() if k.replace(" ", "") == "override/algo"), None) for p in presets]
+    if "algo" in given:  # Hydra keeps the last
+        names = [] if any(chosen) else _values(given["algo"][-1])
+    else:
+        names = [c or "ppo" for c in chosen] or ["ppo"]  # conf/config.yaml's default (test_bad_input.py agrees)
+    return [schema for name in names if (schema := _algo_schema(name, dirs)) is not None]
+
+
+def _yaml(dirs: list[Path], group: str, name: str) -> dict[str, Any]:
+    """The option ``name`` of config group ``group`` as the last of ``dirs`` that has it holds it ({} if none)."""
+    import yaml
+
+    for d in reversed(dirs):
+        if (path := d / group / f"{name}.yaml").is_file():
+            try:
+                return yaml.safe_load(path.read_text()) or {}
+            except (OSError, yaml.YAMLError):
+                return {}
+    return {}
+
+
+def _algo_schema(name: str, dirs: list[Path]) -> type | None:
+    """A built-in algorithm's hyper-parameter dataclass, or a plugin's (its YAML's ``_target_``); None if unknown."""
+    from rlsweep.config import ALGO_SCHEMAS
+
+    if name in ALGO_SCHEMAS:
+        return ALGO_SCHEMAS[name]
+    node = _yaml(dirs, "algo", name)
+    target = (node.get("algo") or node).get("_target_") if isinstance(node.get("algo") or node, dict) else None
+    try:
+        from rlsweep.algos import algorithm_class
+
+        return algorithm_class(str(target)).config_class if target else None
+    except Exception:  # noqa: BLE001 - not importable here: Hydra and the pre-flight say why
         return None
-    if "algo" in given:
-        value = given["algo"][-1].value()  # Hydra keeps the last
-        return [str(v) for v in (getattr(value, "list", None) or [value])]
-    return ["ppo"]  # conf/config.yaml's default (tests/test_bad_input.py checks that they agree)
 
 
-def _type_errors(parsed: list[Any], algos: list[str] | None = None) -> list[str]:
+def _type_errors(parsed: list[Any], algos: list[type] = ()) -> list[str]:
     """Each value of a schema key that its type refuses (``seed=abc total_env_steps=xyz``: both named; Hydra
-    would stop at the first). A built-in algorithm's own keys (``algo.clip_coef``) are checked against the schema
-    of each of ``algos`` that has them; the rest (a plugin's, a preset's algorithm) are left to Hydra."""
+    would stop at the first). An algorithm's own keys (``algo.clip_coef``) are checked against the schema of
+    each of ``algos`` that has them; a key none has is left to Hydra."""
     import copy
 
     from omegaconf import OmegaConf, ValueNode
     from omegaconf.errors import OmegaConfBaseException
 
-    from rlsweep.config import ALGO_SCHEMAS, TrainConfig
+    from rlsweep.config import TrainConfig
 
     schema = OmegaConf.structured(TrainConfig)
-    own = [OmegaConf.structured(ALGO_SCHEMAS[a]) for a in algos or () if a in ALGO_SCHEMAS]
+    own = [OmegaConf.structured(a) for a in algos]
     errors = []
     for o in parsed:
         parent_key, _, leaf = o.key_or_group.rpartition(".")
