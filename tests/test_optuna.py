@@ -108,6 +108,7 @@ def test_an_optuna_search_over_a_hyper_parameter_and_a_toggle(tmp_path: Path) ->
     assert (out / "report" / "wandb_workspace.json").is_file()
 
 
+@pytest.mark.slow  # the optuna extra is installed with the slow tier's
 def test_a_trial_a_search_chose_is_checked_in_its_job(tmp_path: Path) -> None:
     """A grid's jobs are checked before launch and their jobs check only the machine; a search's trials are
     chosen as it goes, so the job checks the trial's config itself: a refused trial, a record that says why."""
