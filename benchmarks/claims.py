@@ -186,7 +186,7 @@ def claim_compile(cfg: Any, rounds: int, quick: bool) -> dict[str, Any]:
                 times = []
                 for _ in range(rounds):
                     t0 = time.perf_counter()
-                    algo._update(rew, done, last)
+                    algo._learn(rew, done, last)
                     times.append((time.perf_counter() - t0) / n_mb)
                 results[mode] = {"us": statistics.median(times) * 1e6, "samples": times, "first_s": first,
                                  "compile_s": stats.total_compile_s()}
