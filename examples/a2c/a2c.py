@@ -63,6 +63,8 @@ class A2CConfig(AlgoConfig):
 
 
 class A2C(Algorithm):
+    """A2C for discrete actions, several seeds in one process: see the module's docstring."""
+
     name = "a2c"
     config_class = A2CConfig
     action_spaces = (gym.spaces.Discrete,)

@@ -100,6 +100,8 @@ class QNetwork(nn.Module):
 
 
 class TD3(Algorithm):
+    """TD3 for continuous actions, written only against ``rlsweep.api``: see the module's docstring."""
+
     name = "td3"
     config_class = TD3Config
     action_spaces = (gym.spaces.Box,)

@@ -45,6 +45,8 @@ def _clip(text: Any, limit: int = MAX_REASON_CHARS) -> str:
 
 @dataclass
 class FunctionCompileStats:
+    """What compiling one function cost: seconds, compilations, recompiles and graph breaks, with their reasons."""
+
     compile_s: float = 0.0
     compilations: int = 0
     recompiles: int = 0

@@ -42,6 +42,8 @@ def stop_signals() -> list[int]:
 
 
 class StopSignals:
+    """SIGINT/SIGTERM while a training loop runs: noted, so the loop stops after its iteration with a checkpoint."""
+
     def __init__(self) -> None:
         self.signum: int | None = None
         self._seen: set[int] = set()

@@ -96,6 +96,8 @@ class JobStatus:
 
 @dataclasses.dataclass
 class SweepStatus:
+    """Every job of a sweep with its state, and where the job list came from (the manifest, multirun.yaml, or the job folders)."""
+
     sweep_dir: Path
     jobs: list[JobStatus]
     source: str  # where the job list came from

@@ -36,6 +36,8 @@ _TARGET_CHUNK_ROWS = 512
 
 
 class DQN(Algorithm):
+    """DQN (Mnih et al., 2015) with optional double Q (van Hasselt et al., 2016): see the module's docstring."""
+
     name = "dqn"
     config_class = DQNConfig
     action_spaces = (gym.spaces.Discrete,)

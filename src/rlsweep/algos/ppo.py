@@ -58,6 +58,8 @@ def _gae(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, last_value:
 
 
 class PPO(Algorithm):
+    """PPO with a clipped objective and GAE, discrete or continuous actions: see the module's docstring."""
+
     name = "ppo"
     config_class = PPOConfig
     action_spaces = (gym.spaces.Discrete, gym.spaces.Box)

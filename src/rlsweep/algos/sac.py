@@ -37,6 +37,8 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
 class Actor(nn.Module):
+    """The squashed Gaussian policy: a tanh-bounded sample inside the action box, and its log-probability."""
+
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig, rt: Runtime, low: np.ndarray, high: np.ndarray) -> None:
         super().__init__()
         self.net = mlp(obs_dim, cfg.hidden_sizes, 2 * act_dim, rt, cfg.activation)
@@ -56,6 +58,8 @@ class Actor(nn.Module):
 
 
 class QNetwork(nn.Module):
+    """Q(s, a) from the concatenated observation and action."""
+
     def __init__(self, obs_dim: int, act_dim: int, cfg: SACConfig, rt: Runtime) -> None:
         super().__init__()
         self.net = mlp(obs_dim + act_dim, cfg.hidden_sizes, 1, rt, cfg.activation)
@@ -73,6 +77,8 @@ class Temperature(nn.Module):
 
 
 class SAC(Algorithm):
+    """SAC (Haarnoja et al., 2018) with twin critics and a learned temperature: see the module's docstring."""
+
     name = "sac"
     config_class = SACConfig
     action_spaces = (gym.spaces.Box,)

@@ -56,6 +56,8 @@ def default_num_threads(environ: Mapping[str, str] | None = None) -> int:
 
 
 class BackendToggle(Toggle):
+    """``backend.*``: intra-op threads, matmul precision, cuDNN benchmark; set for the job, restored after."""
+
     name = "backend"
     schema = BackendConfig
     off_value = {"matmul_precision": "highest", "cudnn_benchmark": False}

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 
 class ChannelsLastToggle(BoolToggle):
+    """``backend.channels_last``: convolutional networks and their inputs in NHWC memory format."""
+
     # the name is the key users type: the report's cell dimension and the W&B column match the override
     name = "backend.channels_last"
     field = "backend.channels_last"  # dotted: declared by the backend group's schema (BackendConfig)

@@ -200,6 +200,8 @@ class VecIsaProbe:
 
 
 class CompileToggle(Toggle):
+    """``compile``: torch.compile of the acting forward and the gradient step, in the mode chosen."""
+
     name = "compile"
     schema = CompileConfig
     key = "compile.mode"

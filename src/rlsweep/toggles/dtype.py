@@ -22,6 +22,8 @@ class DtypeConfig:
 
 
 class DtypeToggle(Toggle):
+    """``dtype``: forwards and losses under bfloat16 or float16 autocast (float16 with a GradScaler on CUDA)."""
+
     name = "dtype"
     schema = DtypeConfig
     key = "dtype.name"

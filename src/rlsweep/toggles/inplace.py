@@ -6,5 +6,7 @@ from rlsweep.toggles.base import BoolToggle
 
 
 class InplaceToggle(BoolToggle):
+    """``inplace``: in-place activations, target-network updates and advantage normalisation."""
+
     name = "inplace"
     keeps_numbers = True

@@ -16,6 +16,8 @@ STAGING = "staging"
 
 
 class PinMemoryToggle(FlagToggle):
+    """``pin_memory``: host->device copies from page-locked memory (per copy, or reused staging buffers)."""
+
     name = "pin_memory"
     keeps_numbers = True
     # a bool or the word "staging": OmegaConf 2.3 has no Union, so Any, and Toggle.validate() checks the type
