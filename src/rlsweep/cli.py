@@ -210,7 +210,8 @@ def _algo_schema(name: str, dirs: list[Path]) -> type | None:
     if name in ALGO_SCHEMAS:
         return ALGO_SCHEMAS[name]
     node = _yaml(dirs, "algo", name)
-    target = (node.get("algo") or node).get("_target_") if isinstance(node.get("algo") or node, dict) else None
+    node = node.get("algo", node)  # a `# @package _global_` option nests its node under algo:
+    target = node.get("_target_") if isinstance(node, dict) else None
     try:
         from rlsweep.algos import algorithm_class
 

@@ -422,7 +422,6 @@ class RLSweepCallback(Callback):
             refuse(exc)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self.session.checked_jobs.clear()
         try:
             launcher_errors = _launcher_errors(config)
             if launcher_errors:
