@@ -1,9 +1,16 @@
-"""Reading a sweep into the report's jobs: every job folder, the jobs multirun.yaml expects, the missing ones."""
+"""Reading a sweep into the report's jobs: every job folder, the jobs multirun.yaml expects, the missing ones.
+
+A job's Hydra overrides say ``twin_modules=True`` or ``algo.lr=3e-4``; its result record says ``True`` and
+``0.0003``: both are normalised here (:func:`norm_value`) so that they compare equal.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,39 +18,12 @@ import yaml
 
 from rlsweep import records
 from rlsweep.prepare import read_prepare
-from rlsweep.records import (
-    KILLED,
-    RESULT_FILE,
-    SCHEMA_VERSION,
-    STATUS_FAILED,
-    STATUS_INTERRUPTED,
-    STATUS_OK,
-    STATUS_RUNNING,
-    expand_sweep,
-    job_folders,
-    job_num,
-    last_line,
-    multirun_sweep,
-    section,
-)
-from rlsweep.report.model import (
-    STATUS_MISSING,
-    TOGGLE_NAMES,
-    UNKNOWN,
-    Job,
-    ReportInputError,
-    Sweep,
-)
-from rlsweep.report.overrides import (
-    is_toggle_dim,
-    norm_key,
-    norm_value,
-    override_dims,
-    override_signature,
-    record_dims,
-    split_override,
-)
+from rlsweep.records import RESULT_FILE, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, STATUS_RUNNING, job_num, section
+from rlsweep.report.model import STATUS_MISSING, UNKNOWN, Job, ReportInputError, Sweep
 from rlsweep.report.wandb_log import wandb_target
+from rlsweep.toggles import TOGGLES
+
+TOGGLE_NAMES = tuple(t.name for t in TOGGLES)
 
 
 def load_sweep(sweep_dir: str | os.PathLike[str], verdicts: Mapping[Path, tuple[str, str]] | None = None) -> Sweep:
@@ -60,32 +40,132 @@ def load_sweep(sweep_dir: str | os.PathLike[str], verdicts: Mapping[Path, tuple[
         raise ReportInputError(f"sweep dir {problem}: {root}")
     notes: list[str] = []
     by_folder = {Path(f).resolve(): v for f, v in (verdicts or {}).items()}
-    jobs = [_load_job(folder, by_folder.get(folder.resolve())) for folder in job_folders(root)]
+    jobs = [_load_job(folder, by_folder.get(folder.resolve())) for folder in records.job_folders(root)]
     expected_jobs, listed, defaults = _expected(root, jobs, notes)
     if not jobs:
         raise ReportInputError(f"no jobs found under {root}: no result.json, no .hydra job folders, no multirun.yaml")
     jobs.sort(key=lambda j: (j.num is None, j.num if j.num is not None else 0, str(j.job_dir)))
     dims, toggle_dims = _assign_keys(jobs)
-    notes += [f"{job.job_dir / RESULT_FILE}: schema_version {job.record.get('schema_version')} (expected {SCHEMA_VERSION}); "
-              "read anyway" for job in jobs if job.record.get("schema_version") not in (None, SCHEMA_VERSION)]
+    version = records.SCHEMA_VERSION
+    notes += [f"{job.job_dir / RESULT_FILE}: schema_version {job.record.get('schema_version')} (expected {version}); "
+              "read anyway" for job in jobs if job.record.get("schema_version") not in (None, version)]
     return Sweep(sweep_dir=root, jobs=jobs, dims=dims, toggle_dims=toggle_dims, expected_jobs=expected_jobs,
                  notes=notes, wandb=wandb_target(jobs, root), listed_values=listed, config_defaults=defaults,
                  prepared=read_prepare(root))
 
 
-def _expected(
-    root: Path, jobs: list[Job], notes: list[str]
-) -> tuple[int | None, dict[str, list[str]], dict[str, str]]:
+def _expected(root: Path, jobs: list[Job], notes: list[str]) -> tuple[int | None, dict[str, list[str]], dict[str, str]]:
     """What multirun.yaml says: adds the jobs it expects that are not in ``jobs``; returns how many it
-    expects (None without it), each swept dimension's listed values and the config's own values."""
-    multirun = multirun_sweep(root, notes)
-    if multirun is None:
+    expects (None without it) and, per swept dimension, its values in the order listed and the config's own.
+
+    Hydra composes multirun.yaml without the sweep's overrides, so a swept key holds there the
+    value the config would have without the sweep (a group's default is its entry in
+    ``hydra.runtime.choices``): the report's baseline for a swept hyper-parameter.
+    """
+    if (multirun := records.multirun_sweep(root, notes)) is None:
         return None, {}, {}
-    sweep_cfg, lists = multirun
-    listed, defaults = _listed_and_defaults(lists, sweep_cfg)
-    combos = expand_sweep(lists)  # a sweep of no swept key is one job, as Hydra runs it and the status counts it
+    cfg, lists = multirun
+    choices = ((cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    listed: dict[str, list[str]] = {}
+    defaults: dict[str, str] = {}
+    for key, options in lists.items():
+        dim = norm_key(key)
+        if len(options) < 2 or not dim or dim == "seed" or key.startswith("hydra"):
+            continue
+        listed[dim] = [norm_value(split_override(o)[1]) for o in options]
+        group = key.lstrip("+~")
+        value = choices[group] if group in choices else _select(cfg, "env.id" if dim == "env_id" else dim,
+                                                                 f"toggles.{dim}")
+        if value is not _ABSENT and not isinstance(value, (dict, list)):
+            defaults[dim] = norm_value(value)
+    combos = records.expand_sweep(lists)  # no swept key: one job, as Hydra runs it and the status counts it
     jobs.extend(_match_expected(jobs, combos, notes))
     return len(combos), listed, defaults
+
+
+# ----------------------------------------------------------------- overrides and records
+
+
+def norm_value(value: Any) -> str:
+    """Normalise a toggle/override value so record values and override text compare."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True)
+    text = str(value).strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    low = text.lower()
+    if low in ("none", "null", "~"):
+        return "none"
+    if low in ("true", "false"):
+        return low
+    with contextlib.suppress(ValueError):
+        return str(int(text))
+    with contextlib.suppress(ValueError):
+        return _float_text(float(text))
+    return text
+
+
+def _float_text(value: float) -> str:
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def split_override(text: str) -> tuple[str, str]:
+    """``key=value`` -> (key, value); value is "" without an ``=``."""
+    key, sep, value = str(text).partition("=")
+    return key.strip(), value.strip() if sep else ""
+
+
+def norm_key(key: str) -> str:
+    """Normalise an override key: no ``+``/``~`` prefix, no ``toggles.``, ``env.id`` -> env_id."""
+    k = key.strip().lstrip("+~").removeprefix("toggles.")
+    return "env_id" if k == "env.id" else k
+
+
+def override_signature(overrides: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """Sorted normalised (key, value) pairs: equal for the same job however it was spelled."""
+    return tuple(sorted((norm_key(key), norm_value(value)) for key, value in map(split_override, overrides)))
+
+
+def override_dims(overrides: Iterable[str]) -> tuple[dict[str, str], str | None]:
+    """Cell dimensions and seed named by a job's overrides."""
+    dims: dict[str, str] = {}
+    seed = None
+    for key, value in map(split_override, overrides):
+        if (k := norm_key(key)) == "seed":
+            seed = norm_value(value)
+        elif k and k != "backend":  # a backend group is represented by backend.* dims
+            dims[k] = norm_value(value)
+    return dims, seed
+
+
+def record_dims(record: dict[str, Any]) -> dict[str, str]:
+    """Cell dimensions stated by a result record (algo, env_id, toggle values)."""
+    dims = {name: norm_value(record[name]) for name in ("algo", "env_id") if record.get(name) is not None}
+    toggles = record.get("toggles")
+    if isinstance(toggles, dict):
+        for name, entry in toggles.items():
+            value = entry.get("value") if isinstance(entry, dict) else entry
+            if isinstance(value, dict):
+                for sub, sub_value in value.items():
+                    dims[f"{name}.{sub}"] = norm_value(sub_value)
+            else:
+                dims[str(name)] = norm_value(value)
+    return dims
+
+
+def is_toggle_dim(dim: str, names: Iterable[str] = TOGGLE_NAMES) -> bool:
+    """Whether a dimension belongs to a toggle (``backend.num_threads`` -> ``backend``)."""
+    return dim.split(".", 1)[0] in names
 
 
 # ------------------------------------------------------------------------- job folders
@@ -128,10 +208,10 @@ def _load_job(job_dir: Path, verdict: tuple[str, str] | None = None) -> Job:
     # running: a partial sweep, no result yet (sweeps.status tells running from killed); any other: failed
     statuses = {STATUS_OK: STATUS_OK, STATUS_INTERRUPTED: STATUS_INTERRUPTED, STATUS_RUNNING: STATUS_MISSING}
     status = statuses.get(raw_status, STATUS_FAILED)
-    error_line = last_line(record.get("error")) or (
+    error_line = records.last_line(record.get("error")) or (
         "interrupted (no error text)" if status == STATUS_INTERRUPTED else "no error text")
     if status == STATUS_MISSING:
-        error_line = f"no result yet: still running, or {KILLED} (see python -m sweeps.status)"
+        error_line = f"no result yet: still running, or {records.KILLED} (see python -m sweeps.status)"
     elif status == STATUS_FAILED and raw_status != STATUS_FAILED:
         error_line = f"status {raw_status!r}: {error_line}"
     seed = norm_value(record["seed"]) if record.get("seed") is not None else override_dims(overrides)[1]
@@ -169,31 +249,6 @@ def _assign_keys(jobs: list[Job]) -> tuple[list[str], list[str]]:
 
 
 # ---------------------------------------------------------------------- multirun.yaml
-
-
-def _listed_and_defaults(
-    lists: dict[str, list[str]], cfg: dict[str, Any]
-) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Per swept dimension: its values in the order listed, and the config's own value.
-
-    Hydra composes multirun.yaml without the sweep's overrides, so a swept key holds there the
-    value the config would have without the sweep (a group's default is its entry in
-    ``hydra.runtime.choices``): the report's baseline for a swept hyper-parameter.
-    """
-    choices = ((cfg.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
-    listed: dict[str, list[str]] = {}
-    defaults: dict[str, str] = {}
-    for key, options in lists.items():
-        dim = norm_key(key)
-        if len(options) < 2 or not dim or dim == "seed" or key.startswith("hydra"):
-            continue
-        listed[dim] = [norm_value(split_override(o)[1]) for o in options]
-        group = key.lstrip("+~")
-        value = choices[group] if group in choices else _select(cfg, "env.id" if dim == "env_id" else dim,
-                                                                 f"toggles.{dim}")
-        if value is not _ABSENT and not isinstance(value, (dict, list)):
-            defaults[dim] = norm_value(value)
-    return listed, defaults
 
 
 _ABSENT = object()

@@ -8,22 +8,14 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from rlsweep.launchers import round_member
 from rlsweep.records import section
-from rlsweep.report.model import (
-    DRIFT_MIN_PER_THIRD,
-    DRIFT_REL,
-    NOISE_SE_FACTOR,
-    SEED_SPREAD_REL,
-    UNKNOWN,
-    Job,
-)
-from rlsweep.report.overrides import norm_value
+from rlsweep.report.load import norm_value
+from rlsweep.report.model import DRIFT_MIN_PER_THIRD, DRIFT_REL, NOISE_SE_FACTOR, SEED_SPREAD_REL, UNKNOWN, Job
 
 #: standard error of a median = this x sd / sqrt(n) (normal samples)
 _MEDIAN_SE = 1.2533
@@ -84,20 +76,11 @@ def job_drift(job: Job) -> dict[str, Any] | None:
     m_first, m_last = float(np.median(first)), float(np.median(last))
     drift = m_last / m_first
     sd = _pooled_sd([first, rates[k:-k] or first, last])
-    noise = NOISE_SE_FACTOR * np.sqrt(2) * _median_se(sd, k)
-    beyond_noise = abs(m_last - m_first) > noise
+    noise = float(NOISE_SE_FACTOR * np.sqrt(2) * _median_se(sd, k))
     uncertainty = 2 * _median_se(sd, len(rates)) / float(np.median(rates))
-    return {
-        "seed": job.seed,
-        "n_iterations": len(rates),
-        "first_third": m_first,
-        "last_third": m_last,
-        "drift": drift,
-        "noise": float(noise),
-        "flagged": bool(abs(drift - 1.0) > DRIFT_REL and beyond_noise),
-        "rate_uncertainty": uncertainty,
-        "noisy": bool(uncertainty > DRIFT_REL),
-    }
+    flagged = bool(abs(drift - 1.0) > DRIFT_REL and abs(m_last - m_first) > noise)
+    return {"seed": job.seed, "n_iterations": len(rates), "first_third": m_first, "last_third": m_last, "drift": drift,
+            "noise": noise, "flagged": flagged, "rate_uncertainty": uncertainty, "noisy": bool(uncertainty > DRIFT_REL)}
 
 
 def seeds_disagree(jobs: Sequence[Job]) -> str | None:
@@ -129,8 +112,7 @@ def parse_time(text: Any) -> float | None:
     return (when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
-@dataclass
-class Span:
+class Span(NamedTuple):
     """When and where one job ran, and how many threads it kept busy."""
 
     job: Job

@@ -7,23 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.records import jsonable
-from rlsweep.report.overrides import norm_value
-from rlsweep.toggles import TOGGLES
 
 SCHEMA_VERSION = 1
-TOGGLE_NAMES = tuple(t.name for t in TOGGLES)
-#: the toggles that must keep every number (:attr:`Toggle.keeps_numbers`)
-KEEPS_NUMBERS = frozenset(t.name for t in TOGGLES if t.keeps_numbers)
-#: every toggle off (:meth:`Toggle.baseline`), as the report compares values (``"false"``, ``"none"``)
-DEFAULT_BASELINE: dict[str, str] = {dim: norm_value(off) for t in TOGGLES for dim, off in t.baseline().items()}
-#: a toggle's values in the order it lists them (the fallback baseline is the first one present)
-TOGGLE_VALUE_ORDER: dict[str, tuple[str, ...]] = {
-    t.name: tuple(norm_value(v) for v in t.values) for t in TOGGLES if t.values is not None}
-FINGERPRINT_FIELDS = ("cpu_model", "cpu_count", "num_threads", "gpu", "torch", "cuda")
-N_BOOTSTRAP = 2000
-BOOTSTRAP_SEED = 20261129
-LEARNING_SD_FACTOR = 2.0
-LEARNING_REL_FLOOR = 0.05
 UNKNOWN = "?"
 
 #: a job's steady-state rate "drifted" when the median rate of its last third of steady iterations
@@ -36,74 +21,64 @@ SEED_SPREAD_REL = 0.10
 NOISE_SE_FACTOR = 3.0
 #: fewest steady iterations per third for the drift check (fewer: not assessed)
 DRIFT_MIN_PER_THIRD = 2
-FLAG_DRIFT = "drift"
-FLAG_NOISY = "noisy"
-FLAG_SEEDS = "seeds_disagree"
-FLAG_OVERSUBSCRIBED = "oversubscribed"
-FLAG_STATE = "state_differs"
 
 #: a job with no result (the records' statuses: rlsweep.records.STATUS_OK, ...)
 STATUS_MISSING = "missing"
 
 CI_RULE = (
-    "95% CI over seeds: Student's t on the seeds' log ratios. 'paired by seed' = each seed's ratio to the "
-    "same seed of the baseline (a round of seeds runs close in time, and the launcher alternates the cells' "
-    "order from one round to the next, so the machine's drift and a first-in-round effect cancel), when "
-    ">= 2 seeds ran in both; 'unpaired seeds' = Welch's interval on each side's log values. One seed: no "
-    "interval (a job's own iterations say nothing of how the next job will run). Two seeds give a wide "
-    "interval, honestly: the spread of two values is itself barely known. A toggle's effect pools, seed by "
-    "seed, the pairs of cells that differ only in it (geometric mean), then the same interval over seeds. "
-    "'seeds needed' = seeds per cell whose interval would exclude 1 for an effect of the size seen, at the "
-    "noise seen. Coverage of this method by simulation and on no-op toggles: docs/guide/measuring.md. "
-    "Learning intervals are percentile bootstraps ({n} resamples, RNG seed {seed})."
+    "95% CI over seeds: Student's t on the seeds' log ratios. 'paired by seed' = each seed's ratio to the same seed of "
+    "the baseline (a round of seeds runs close in time, and the launcher alternates the cells' order from one round to "
+    "the next, so the machine's drift and a first-in-round effect cancel), when >= 2 seeds ran in both; 'unpaired "
+    "seeds' = Welch's interval on each side's log values. One seed: no interval (a job's own iterations say nothing of "
+    "how the next job will run). Two seeds give a wide interval, honestly: the spread of two values is itself barely "
+    "known. A toggle's effect pools, seed by seed, the pairs of cells that differ only in it (geometric mean), then "
+    "the same interval over seeds. 'seeds needed' = seeds per cell whose interval would exclude 1 for an effect of the "
+    "size seen, at the noise seen. Coverage of this method by simulation and on no-op toggles: "
+    "docs/guide/measuring.md. Learning intervals are percentile bootstraps ({n} resamples, RNG seed {seed})."
 )
 FLAG_RULE = (
-    "Measurement flags (a flagged cell's ratio, and the ratio of any cell whose baseline is flagged, "
-    "is not clean): 'drift' = within one job, the median per-iteration env_steps_per_s of the last "
-    f"third of its steady iterations differs from the first third's by more than {DRIFT_REL:.0%} and by "
-    f"more than {NOISE_SE_FACTOR:g} standard errors of that difference (at least {DRIFT_MIN_PER_THIRD} "
-    "iterations per third); 'seeds_disagree' = the cell's seeds' steady env_steps_per_s spread (max - min) "
-    f"by more than {SEED_SPREAD_REL:.0%} of their median and by more than {NOISE_SE_FACTOR:g} standard "
-    "errors of the slowest and fastest seeds' difference. Standard error of a median = 1.2533 sd / "
-    "sqrt(n), sd = the iterations' standard deviation around their own third's (or job's) mean, so a "
-    "trend is not counted as noise; iterations of one run are correlated, so this noise is a lower "
-    "bound, and the percentage floor guards against that. 'noisy' = a job's median steady rate is "
-    f"uncertain by more than {DRIFT_REL:.0%} (2 standard errors, from the same sd): its iterations "
-    "vary too much for the job to resolve the effects measured (a busy machine), and neither drift "
-    "nor disagreement can be told from that noise. 'oversubscribed' = while "
-    "the job ran, the jobs running on its host (its own included) had more busy threads (sum of "
-    "their num_threads) than the host's usable cores (fingerprint usable_cpus; cpu_count for Slurm "
-    f"jobs, each confined to its own cores). {DRIFT_REL:.0%} is about the size of the effects the cheap "
-    "toggles have (twin_modules, inplace: 0.9-1.1x): a job drifting that much, or seeds that far "
-    "apart, could make or hide such an effect; the noise condition keeps a short job's ordinary "
-    "jitter from raising a flag. 'state_differs' = the jobs compared did not start in the same state: "
-    "some were the first training run of their process (which pays its warm-up) and others not, or "
-    "compiled jobs found the compile cache in different states (cold, partial, warm); their "
-    "end-to-end times and compile times then measure the order of the jobs, not the toggle. A sweep "
-    "prepares its cells first (prepare=true, the default) so that every job starts alike."
+    "Measurement flags (a flagged cell's ratio, and the ratio of any cell whose baseline is flagged, is not clean): "
+    "'drift' = within one job, the median per-iteration env_steps_per_s of the last third of its steady iterations "
+    f"differs from the first third's by more than {DRIFT_REL:.0%} and by more than {NOISE_SE_FACTOR:g} standard errors "
+    f"of that difference (at least {DRIFT_MIN_PER_THIRD} iterations per third); 'seeds_disagree' = the cell's seeds' "
+    f"steady env_steps_per_s spread (max - min) by more than {SEED_SPREAD_REL:.0%} of their median and by more than "
+    f"{NOISE_SE_FACTOR:g} standard errors of the slowest and fastest seeds' difference. Standard error of a median = "
+    "1.2533 sd / sqrt(n), sd = the iterations' standard deviation around their own third's (or job's) mean, so a trend "
+    "is not counted as noise; iterations of one run are correlated, so this noise is a lower bound, and the percentage "
+    f"floor guards against that. 'noisy' = a job's median steady rate is uncertain by more than {DRIFT_REL:.0%} (2 "
+    "standard errors, from the same sd): its iterations vary too much for the job to resolve the effects measured (a "
+    "busy machine), and neither drift nor disagreement can be told from that noise. 'oversubscribed' = while the job "
+    "ran, the jobs running on its host (its own included) had more busy threads (sum of their num_threads) than the "
+    "host's usable cores (fingerprint usable_cpus; cpu_count for Slurm jobs, each confined to its own cores). "
+    f"{DRIFT_REL:.0%} is about the size of the effects the cheap toggles have (twin_modules, inplace: 0.9-1.1x): a job "
+    "drifting that much, or seeds that far apart, could make or hide such an effect; the noise condition keeps a short "
+    "job's ordinary jitter from raising a flag. 'state_differs' = the jobs compared did not start in the same state: "
+    "some were the first training run of their process (which pays its warm-up) and others not, or compiled jobs found "
+    "the compile cache in different states (cold, partial, warm); their end-to-end times and compile times then "
+    "measure the order of the jobs, not the toggle. A sweep prepares its cells first (prepare=true, the default) so "
+    "that every job starts alike."
 )
 END_TO_END_RULE = (
-    "Steady state vs end to end: 'ratio' = steady-state env_steps_per_s (warm-up and compile "
-    "excluded) of the cell / the baseline's; 'end_to_end_ratio' = the baseline's whole-job wall_s / "
-    "the cell's (>1: the cell finished sooner), over seeds with the same interval as the steady ratio. A job's wall_s runs from just before W&B/env set-up to the end of "
-    "the final evaluation: environment creation, compilation, warm-up, training and evaluation "
-    "are in it; the interpreter's start-up, imports and Hydra's composition (paid once per "
-    "process: once per sweep with the basic launcher, once per job with submitit) are not. "
-    "Fixed cost = wall_s - env_steps / steady env_steps_per_s. A toggle faster in steady state "
-    "but with a higher fixed cost pays off end to end beyond break-even = fixed-cost difference / "
-    "per-step saving (1/rate_baseline - 1/rate_cell) env steps."
+    "Steady state vs end to end: 'ratio' = steady-state env_steps_per_s (warm-up and compile excluded) of the cell / "
+    "the baseline's; 'end_to_end_ratio' = the baseline's whole-job wall_s / the cell's (>1: the cell finished sooner), "
+    "over seeds with the same interval as the steady ratio. A job's wall_s runs from just before W&B/env set-up to the "
+    "end of the final evaluation: environment creation, compilation, warm-up, training and evaluation are in it; the "
+    "interpreter's start-up, imports and Hydra's composition (paid once per process: once per sweep with the basic "
+    "launcher, once per job with submitit) are not. Fixed cost = wall_s - env_steps / steady env_steps_per_s. A toggle "
+    "faster in steady state but with a higher fixed cost pays off end to end beyond break-even = fixed-cost difference "
+    "/ per-step saving (1/rate_baseline - 1/rate_cell) env steps."
 )
 LEARNING_RULE = (
     "Learning check: per cell, the interquartile mean (IQM) of the seeds' final returns with a 95% "
-    "percentile-bootstrap interval over seeds (rliable's statistics, one task); against the baseline, the "
-    "probability of improvement P(a seed of the cell ends higher than one of the baseline's, ties half), paired "
-    "by seed when both ran the same seeds (the same seed starts from the same weights and episodes), else over "
-    "all pairs of seeds, with its bootstrap interval. Flagged: a cell that differs from its baseline only in "
-    "toggles that must keep every number (twin_modules, inplace, pin_memory, non_blocking) and whose final "
-    "return differs for some seed (on a CPU a bug; on CUDA possibly kernels that are not deterministic), or "
-    "any cell whose median final return differs from the baseline's by more than max(2 s_p, 5% of "
-    "|median_base|), s_p the pooled spread (std over seeds; one seed: its eval episodes' std). With fewer than "
-    "5 seeds a cell the rule does not flag may still learn differently: read the IQMs and P(improvement)."
+    "percentile-bootstrap interval over seeds (rliable's statistics, one task); against the baseline, the probability "
+    "of improvement P(a seed of the cell ends higher than one of the baseline's, ties half), paired by seed when both "
+    "ran the same seeds (the same seed starts from the same weights and episodes), else over all pairs of seeds, with "
+    "its bootstrap interval. Flagged: a cell that differs from its baseline only in toggles that must keep every "
+    "number (twin_modules, inplace, pin_memory, non_blocking) and whose final return differs for some seed (on a CPU a "
+    "bug; on CUDA possibly kernels that are not deterministic), or any cell whose median final return differs from the "
+    "baseline's by more than max(2 s_p, 5% of |median_base|), s_p the pooled spread (std over seeds; one seed: its "
+    "eval episodes' std). With fewer than 5 seeds a cell the rule does not flag may still learn differently: read the "
+    "IQMs and P(improvement)."
 )
 
 
@@ -119,8 +94,8 @@ class WandbTarget:
     project: str | None  # the jobs' W&B project
     entity: str | None  # the jobs' W&B entity (None: the default one)
     group: str  # the jobs' W&B group (see rlsweep.tracking.run_group)
-    # the folder the jobs' W&B runs went under (logger.dir or WANDB_DIR); None: each job's own
-    # folder, and the report's run goes under the report folder
+    # the folder the jobs' W&B runs went under (logger.dir or WANDB_DIR); None: each job's own folder, and the
+    # report's run goes under the report folder
     dir: str | None = None
 
 
@@ -160,22 +135,19 @@ class Sweep:
 class CellSummary:
     """Computed numbers for one cell (a toggle combination; seeds are repeats).
 
-    Attributes ending in ``_ms`` / ``_s`` / ``_per_s`` carry their unit. Medians are over ok seeds. ``ratio``
-    (steady state) and ``end_to_end_ratio`` (whole-job wall time) are relative to ``baseline_label``'s cell;
-    ``ratio_clean`` is False when this cell or its baseline carries a measurement flag (``flags``, see
-    :data:`FLAG_RULE`; the reasons in ``flag_notes``). ``job_drift`` holds, per ok job, the first and last
-    thirds' median per-iteration rates and their ratio. The final return's spread for reading is the
-    interquartile range ``final_return_q25``..``final_return_q75`` over seeds (one seed: over its evaluation
-    episodes, ``final_return_iqr_over`` says which).
+    Attributes ending in ``_ms`` / ``_s`` / ``_per_s`` carry their unit. Medians are over ok seeds. ``ratio`` (steady
+    state) and ``end_to_end_ratio`` (whole-job wall time) are relative to ``baseline_label``'s cell; ``ratio_clean`` is
+    False when this cell or its baseline carries a measurement flag (``flags``, see :data:`FLAG_RULE`; the reasons in
+    ``flag_notes``). ``job_drift`` holds, per ok job, the first and last thirds' median per-iteration rates and their
+    ratio. The final return's spread for reading is the interquartile range ``final_return_q25``..``final_return_q75``
+    over seeds (one seed: over its evaluation episodes, ``final_return_iqr_over`` says which).
 
-    ``compile_reasons`` holds, per compiled function with any, dynamo's graph-break and
-    recompile reasons from the cell's job records (``compile.per_function.<name>``), identical
-    ones merged: ``{name: {"graph_breaks": [{reason, file, line, function, [stack], count,
-    jobs}], "recompiles": [{reason, frame, count, jobs}], "reasons_dropped": n}}`` (``count`` =
-    occurrences summed over the jobs, ``jobs`` = how many of the cell's jobs had it; most
-    frequent first), ``"cudagraph_skips": [{reason, count, jobs}]`` (the messages inductor gave)
-    and ``"cudagraph_skip_count"`` (graphs of a CUDA-graph mode that ran without CUDA graphs, over
-    the cell's jobs; on a CPU every one, without a message).
+    ``compile_reasons`` holds, per compiled function with any, dynamo's graph-break and recompile reasons from the
+    cell's job records (``compile.per_function.<name>``), identical ones merged: ``{name: {"graph_breaks": [{reason,
+    file, line, function, [stack], count, jobs}], "recompiles": [{reason, frame, count, jobs}], "reasons_dropped": n}}``
+    (``count`` = occurrences summed over the jobs, ``jobs`` = how many of the cell's jobs had it; most frequent first),
+    ``"cudagraph_skips": [{reason, count, jobs}]`` (the messages inductor gave) and ``"cudagraph_skip_count"`` (graphs
+    of a CUDA-graph mode that ran without CUDA graphs, over the cell's jobs; on a CPU every one, without a message).
     """
 
     label: str
@@ -199,9 +171,8 @@ class CellSummary:
     phase_median_ms: dict[str, float | None] = field(default_factory=dict)
     phase_total_s: dict[str, float | None] = field(default_factory=dict)
     compile_s: float | None = None
-    # the cell's compile on an empty cache in a fresh process, measured once by the sweep's
-    # preparation (prepare.json), or by an earlier sweep whose figure it reused; compile_s is the
-    # timed jobs' own, on the cache it filled
+    # the cell's compile on an empty cache in a fresh process, measured once by the sweep's preparation (prepare.json),
+    # or by an earlier sweep whose figure it reused; compile_s is the timed jobs' own, on the cache it filled
     cold_compile_s: float | None = None
     cold_compile_source: str | None = None  # "measured by this sweep", "reused from <sweep> (<when>)"
     # the states its ok jobs started in ("<process>/<compile cache>"), see rlsweep.job.measurement_state
@@ -257,15 +228,13 @@ class CellSummary:
     fingerprint_mixed: bool = False
     fingerprint_note: str | None = None
     errors: list[str] = field(default_factory=list)
-    iteration_env_steps_per_s: list[float] = field(default_factory=list, repr=False)
     curves: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    n_iterations: int = 0  # steady iterations over its ok jobs
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready numbers (per-iteration values and curves left out)."""
-        out = {k: v for k, v in self.__dict__.items()
-               if k not in ("iteration_env_steps_per_s", "curves", "rate_by_seed", "rate_se_by_seed", "wall_by_seed",
-                         "return_by_seed")}
-        return {**out, "n_iterations": len(self.iteration_env_steps_per_s)}
+        """JSON-ready numbers (curves and the values by seed left out)."""
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("curves", "rate_by_seed", "rate_se_by_seed", "wall_by_seed", "return_by_seed")}
 
 
 @dataclass
@@ -341,8 +310,7 @@ class Report:
     n_bootstrap: int  # bootstrap resamples per CI
     bootstrap_seed: int  # the bootstrap's RNG seed
     wandb: WandbTarget | None = None  # where the sweep's jobs logged to W&B; the report's run goes there too
-    # how the jobs ran: order (seed-major, cell-major, mixed, single seed, single cell or unknown),
-    # max_concurrent jobs, text
+    # how the jobs ran: order (seed-major, cell-major, mixed, single seed, single cell or unknown), max_concurrent, text
     run_order: dict[str, Any] = field(default_factory=dict)
     # per baseline dimension, why it has that value (toggle off, the config's default, chosen with --baseline, ...)
     baseline_reasons: dict[str, str] = field(default_factory=dict)
@@ -366,34 +334,21 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready numbers (the content of report.json)."""
-        return jsonable(
-            {
-                "schema_version": SCHEMA_VERSION,
-                "sweep_dir": str(self.sweep_dir),
-                "baseline": {"spec": self.baseline_spec, "cells": self.baseline_labels,
-                             "reasons": self.baseline_reasons},
-                "varied_dims": self.varied_dims,
-                "n_jobs": self.n_jobs,
-                "expected_jobs": self.expected_jobs,
-                "counts": self.counts,
-                "cells": [c.to_dict() for c in self.cells],
-                "marginal_effects": [m.to_dict() for m in self.marginal_effects],
-                "learning_flags": [{"cell": c.label, "note": c.learning_note} for c in self.cells if c.learning_flag],
-                "run_order": self.run_order,
-                "measurement_flags": [{"cell": c.label, "flags": c.flags, "notes": c.flag_notes}
-                                      for c in self.cells if c.flags],
-                "casualties": [c.__dict__ for c in self.casualties],
-                "notes": self.notes,
-                "methods": {
-                    "ci": CI_RULE.format(n=self.n_bootstrap, seed=self.bootstrap_seed),
-                    "learning": LEARNING_RULE,
-                    "flags": FLAG_RULE,
-                    "end_to_end": END_TO_END_RULE,
-                    "n_bootstrap": self.n_bootstrap,
-                    "bootstrap_seed": self.bootstrap_seed,
-                },
-            }
-        )
+        return jsonable({
+            "schema_version": SCHEMA_VERSION, "sweep_dir": str(self.sweep_dir),
+            "baseline": {"spec": self.baseline_spec, "cells": self.baseline_labels, "reasons": self.baseline_reasons},
+            "varied_dims": self.varied_dims, "n_jobs": self.n_jobs, "expected_jobs": self.expected_jobs,
+            "counts": self.counts, "cells": [c.to_dict() for c in self.cells],
+            "marginal_effects": [m.to_dict() for m in self.marginal_effects],
+            "learning_flags": [{"cell": c.label, "note": c.learning_note} for c in self.cells if c.learning_flag],
+            "run_order": self.run_order,
+            "measurement_flags": [{"cell": c.label, "flags": c.flags, "notes": c.flag_notes}
+                                  for c in self.cells if c.flags],
+            "casualties": [c.__dict__ for c in self.casualties], "notes": self.notes,
+            "methods": {"ci": CI_RULE.format(n=self.n_bootstrap, seed=self.bootstrap_seed), "learning": LEARNING_RULE,
+                        "flags": FLAG_RULE, "end_to_end": END_TO_END_RULE, "n_bootstrap": self.n_bootstrap,
+                        "bootstrap_seed": self.bootstrap_seed},
+        })
 
 
 def spec_text(spec: dict[str, str]) -> str:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -44,8 +43,7 @@ NOT_CLEAN_COLOR = "#c0392b"
 LEARNING_COLOR = "#7b2cbf"
 
 
-@dataclass
-class _Row:
+class _Row(NamedTuple):
     """One row of ratio.png: a toggle's own effect or a cell, its two ratios and their intervals."""
 
     label: str
@@ -100,8 +98,7 @@ def ratio_figure(report: Report) -> Any | None:
     ax.xaxis.set_major_formatter(ticks)
     ax.xaxis.set_minor_formatter(ticks)
     ax.tick_params(axis="x", which="minor", labelsize=7)
-    ax.set_yticks(ys)
-    ax.set_yticklabels([r.label for r in rows], fontsize=8)
+    ax.set_yticks(ys, [r.label for r in rows], fontsize=8)
     for y, r, tick in zip(ys, rows, ax.get_yticklabels()):
         colors = [LEARNING_COLOR if mark == "LEARNING" else NOT_CLEAN_COLOR for mark in r.marks]
         for k, (mark, color) in enumerate(zip(r.marks, colors)):  # right of the axes, one above the other
@@ -109,8 +106,8 @@ def ratio_figure(report: Report) -> Any | None:
                     fontsize=8, fontweight="bold", color=color, transform=ax.get_yaxis_transform())
         if r.marks:  # the row's name in its first mark's colour
             tick.set_color(colors[0])
-    ax.set_xlabel("ratio vs baseline (> 1: faster; log scale), 95% interval over seeds")
-    ax.set_title("Each toggle's own effect, then each cell: steady state and end to end")
+    ax.set(xlabel="ratio vs baseline (> 1: faster; log scale), 95% interval over seeds",
+           title="Each toggle's own effect, then each cell: steady state and end to end")
     handles = [
         Line2D([], [], color=STEADY_COLOR, marker="o", label="steady state (env steps/s)"),
         Line2D([], [], color=END_TO_END_COLOR, marker="o", label="end to end (whole-job wall time)"),
@@ -139,10 +136,9 @@ def phases_figure(report: Report) -> Any | None:
             continue
         ax.barh(ys, widths, left=left, label=phase)
         left += widths
-    ax.set_yticks(ys)
-    ax.set_yticklabels([c.label for c in cells], fontsize=8)
-    ax.set_xlabel("steady-state total seconds in each phase (median over seeds of a job's total)")
-    ax.set_title("Where the time goes")
+    ax.set_yticks(ys, [c.label for c in cells], fontsize=8)
+    ax.set(xlabel="steady-state total seconds in each phase (median over seeds of a job's total)",
+           title="Where the time goes")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(PHASES))
     return fig
 
@@ -207,8 +203,7 @@ def learning_figure(report: Report) -> Any | None:
     rows = math.ceil((len(cells) + 1) / 2)
     fig = _new_figure(12.0, 4.5 + 0.22 * rows)
     grid = fig.add_gridspec(2, 2, height_ratios=[4.5, 0.3 + 0.22 * rows])
-    ax_steps = fig.add_subplot(grid[0, 0])
-    ax_wall = fig.add_subplot(grid[0, 1])
+    ax_steps, ax_wall = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
     ax_legend = fig.add_subplot(grid[1, :])
     ax_legend.axis("off")
     handles = []
@@ -238,16 +233,11 @@ def learning_figure(report: Report) -> Any | None:
     for ax, x_label, title in ((ax_steps, "env steps", "Return vs env steps"),
                                (ax_wall, "wall-clock s (since the job's training started)", "Return vs wall-clock")):
         ax.autoscale_view()  # a collection does not rescale the axes by itself
-        ax.set_ylabel("episode return")
-        ax.set_xlabel(x_label)
-        ax.set_title(title)
+        ax.set(ylabel="episode return", xlabel=x_label, title=title)
     ax_legend.legend(handles=handles, loc="center", ncol=2, fontsize=7, frameon=False)
     return fig
 
 
 #: file name -> figure function (None: no data to plot), in the order they are written
 PLOTS: tuple[tuple[str, Callable[[Report], Any | None]], ...] = (
-    ("ratio.png", ratio_figure),
-    ("phases.png", phases_figure),
-    ("learning_curves.png", learning_figure),
-)
+    ("ratio.png", ratio_figure), ("phases.png", phases_figure), ("learning_curves.png", learning_figure))

@@ -1,7 +1,6 @@
 """Text forms of a report: the terminal table, summary.md, and the per-cell summary table.
 
-The per-cell summary table (:func:`summary_table`) is written as summary.csv and logged to W&B
-with the same columns.
+The per-cell summary table (:func:`summary_table`) is written as summary.csv and logged to W&B with the same columns.
 """
 
 from __future__ import annotations
@@ -14,16 +13,8 @@ import textwrap
 from typing import Any
 
 from rlsweep.records import FIXED_COST_PARTS, PHASES
-from rlsweep.report.model import (
-    CI_RULE,
-    END_TO_END_RULE,
-    FLAG_RULE,
-    LEARNING_RULE,
-    CellSummary,
-    MarginalEffect,
-    Report,
-    spec_text,
-)
+from rlsweep.report import model
+from rlsweep.report.model import CellSummary, MarginalEffect, Report, spec_text
 
 
 def _fmt(value: float | None, spec: str = ".4g") -> str:
@@ -139,8 +130,7 @@ def verdict_lines(report: Report) -> list[str]:
         lines += ["Each toggle on its own (the cells that differ only in it; 95% intervals over seeds):",
                   *[_toggle_line(e) for e in report.marginal_effects]]
     best = max(rated, key=lambda c: (c.ratio or 0.0, c.label))
-    single = len(report.marginal_effects) == 1 and len(rated) == 1
-    if single:  # one toggle, two values: its line said it all
+    if len(report.marginal_effects) == 1 and len(rated) == 1:  # one toggle, two values: its line said it all
         return lines
     steady = _short_ratio(best.ratio, best.ci_low, best.ci_high, unit="x")
     e2e = _short_ratio(best.end_to_end_ratio, best.end_to_end_ci_low, best.end_to_end_ci_high, unit="x")
@@ -164,10 +154,9 @@ def _wrap(text: str, width: int, indent: str = "", split_words: bool = True) -> 
 
 
 def _grid(header: list[str], rows: list[list[str]], width: int, colors: list[int | None]) -> list[str]:
-    """The table's lines, header first, fitting ``width`` columns: numbers keep their width, the cell
-    label and the flags share what is left (a row's longer text wraps onto its next lines), and headers
-    wrap at their spaces only when they would not fit whole. ``colors``: per row, the ANSI colour of
-    its label and steady ratio (None: plain)."""
+    """The table's lines, header first, fitting ``width`` columns: numbers keep their width, the cell label and the
+    flags share what is left (a row's longer text wraps onto its next lines), and headers wrap at their spaces only when
+    they would not fit whole. ``colors``: per row, the ANSI colour of its label and steady ratio (None: plain)."""
     n = len(header)
     widths = [max([len(r[i]) for r in rows] + [len(header[i])]) for i in range(n)]
     if sum(widths[1:-1]) + 2 * (n - 1) + 12 + len("NOT CLEAN,") > width:
@@ -319,11 +308,9 @@ def _compile_reason_lines(report: Report) -> list[str]:
 
 
 _MD_CELL_HEADER = [
-    "cell", "ok", "failed", "missing", "env_steps_per_s", "ratio", "95% CI", "CI method",
-    "end_to_end_ratio", "e2e 95% CI", "wall_s", "flags", *[f"{p} median_ms" for p in PHASES],
-    "compile_s", "cold compile_s", "started as", "graph_breaks", "recompiles", "final_return",
-    "learning", "notes",
-]
+    "cell", "ok", "failed", "missing", "env_steps_per_s", "ratio", "95% CI", "CI method", "end_to_end_ratio",
+    "e2e 95% CI", "wall_s", "flags", *[f"{p} median_ms" for p in PHASES], "compile_s", "cold compile_s", "started as",
+    "graph_breaks", "recompiles", "final_return", "learning", "notes"]
 
 
 def render_markdown(report: Report) -> str:
@@ -353,9 +340,9 @@ def render_markdown(report: Report) -> str:
             *_md_table(_MD_CELL_HEADER, [_md_cell_row(c) for c in report.cells])],
         "Steady state and end to end": _end_to_end_lines(report),
         "Fixed cost per job": _fixed_cost_lines(report),
-        "Measurement flags": [FLAG_RULE, "", *_flag_lines(report)],
+        "Measurement flags": [model.FLAG_RULE, "", *_flag_lines(report)],
         "Each toggle on its own": _md_effects(report),
-        "Learning check": [LEARNING_RULE, "", *([f"- **{c.label}**: {c.learning_note}" for c in report.cells
+        "Learning check": [model.LEARNING_RULE, "", *([f"- **{c.label}**: {c.learning_note}" for c in report.cells
                                                  if c.learning_flag] or ["No cell flagged."])],
         "Casualties": [f"- `{c.cell}` seed {c.seed}: **{c.status}**: {c.detail} ({c.where})"
                        for c in report.casualties] or ["None."],
@@ -364,7 +351,7 @@ def render_markdown(report: Report) -> str:
         "Fingerprints": [f"- `{fp}`" for fp in fingerprints] + [f"- {n}" for n in report.notes if "fingerprint" in n]
         or ["No fingerprints recorded."],
         **({"Notes": [f"- {n}" for n in other]} if other else {}),
-        "Method": [CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed), "", END_TO_END_RULE],
+        "Method": [model.CI_RULE.format(n=report.n_bootstrap, seed=report.bootstrap_seed), "", model.END_TO_END_RULE],
     }
     for title, body in sections.items():
         lines += [f"## {title}", "", *body, ""]
@@ -493,22 +480,20 @@ def summary_table(report: Report) -> tuple[list[str], list[list[Any]]]:
     values (None, bool, int, float, str, or a list for per-seed values).
     """
     columns = [
-        "cell", *report.varied_dims, "is_baseline", "baseline_cell",
-        "n_ok", "n_failed", "n_interrupted", "n_missing", "seeds_ok",
-        "env_steps_per_s", "env_steps_per_s_seeds", "updates_per_s",
-        "ratio", "ci_low", "ci_high", "ci_method", "ci_n", "seeds_needed", "ratio_note", "ratio_clean", "flags",
-        "flag_notes",
-        "end_to_end_ratio", "end_to_end_ci_low", "end_to_end_ci_high", "end_to_end_ci_method", "end_to_end_note",
-        "wall_s", "wall_s_seeds", "fixed_cost_s", "break_even_env_steps",
-        *[f"{p}_median_ms" for p in PHASES], *[f"{p}_total_s" for p in PHASES],
+        "cell", *report.varied_dims, "is_baseline", "baseline_cell", "n_ok", "n_failed", "n_interrupted", "n_missing",
+        "seeds_ok", "env_steps_per_s", "env_steps_per_s_seeds", "updates_per_s", "ratio", "ci_low", "ci_high",
+        "ci_method", "ci_n", "seeds_needed", "ratio_note", "ratio_clean", "flags", "flag_notes", "end_to_end_ratio",
+        "end_to_end_ci_low", "end_to_end_ci_high", "end_to_end_ci_method", "end_to_end_note", "wall_s", "wall_s_seeds",
+        "fixed_cost_s", "break_even_env_steps", *[f"{p}_median_ms" for p in PHASES], *[f"{p}_total_s" for p in PHASES],
         "compile_s", "cold_compile_s", "cold_compile_source", "start_states", "graph_breaks", "recompiles",
-        "final_return_median", "final_return_spread", "final_return_spread_kind",
-        "final_return_q25", "final_return_q75", "final_return_iqr_over", "final_return_iqm", "final_return_iqm_ci",
-        "p_improvement", "p_improvement_ci", "p_improvement_paired", "same_numbers", "learning_flag", "learning_note", "not_applicable", "fingerprint_note", "errors",
+        "final_return_median", "final_return_spread", "final_return_spread_kind", "final_return_q25",
+        "final_return_q75", "final_return_iqr_over", "final_return_iqm", "final_return_iqm_ci", "p_improvement",
+        "p_improvement_ci", "p_improvement_paired", "same_numbers", "learning_flag", "learning_note", "not_applicable",
+        "fingerprint_note", "errors",
     ]
     values: list[dict[str, Any]] = [{  # the cell's own fields where no column of the same name says otherwise
-        **vars(cell), **cell.varied, "cell": cell.label, "is_baseline": cell.is_baseline,
-        "baseline_cell": cell.baseline_label, **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
+        **vars(cell), **cell.varied, "cell": cell.label, "baseline_cell": cell.baseline_label,
+        **{f"{p}_median_ms": cell.phase_median_ms.get(p) for p in PHASES},
         **{f"{p}_total_s": cell.phase_total_s.get(p) for p in PHASES},
     } for cell in report.cells]
     return columns, [[cell.get(name) for name in columns] for cell in values]

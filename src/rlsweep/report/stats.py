@@ -17,50 +17,31 @@ import numpy as np
 from rlsweep import prepare
 from rlsweep.bootstrap import SeedRatio, iqm_with_ci, p_improvement, seed_ratio
 from rlsweep.records import FIXED_COST_PARTS, PHASES, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_OK, section
-from rlsweep.report import measurement
+from rlsweep.report import measurement, model
+from rlsweep.report.load import norm_key, norm_value
 from rlsweep.report.measurement import finite, positive_int
-from rlsweep.report.model import (
-    BOOTSTRAP_SEED,
-    DEFAULT_BASELINE,
-    DRIFT_REL,
-    FINGERPRINT_FIELDS,
-    FLAG_DRIFT,
-    FLAG_NOISY,
-    FLAG_OVERSUBSCRIBED,
-    FLAG_SEEDS,
-    FLAG_STATE,
-    KEEPS_NUMBERS,
-    LEARNING_REL_FLOOR,
-    LEARNING_SD_FACTOR,
-    N_BOOTSTRAP,
-    STATUS_MISSING,
-    TOGGLE_VALUE_ORDER,
-    UNKNOWN,
-    Casualty,
-    CellSummary,
-    Job,
-    MarginalEffect,
-    PairRatio,
-    Report,
-    ReportInputError,
-    Sweep,
-    spec_text,
-)
-from rlsweep.report.overrides import norm_key, norm_value
+from rlsweep.report.model import UNKNOWN, CellSummary, Job, MarginalEffect, ReportInputError, Sweep, spec_text
+from rlsweep.toggles import TOGGLES
+
+N_BOOTSTRAP = 2000
+BOOTSTRAP_SEED = 20261129
+#: the measurement flags a cell can carry (:data:`~rlsweep.report.model.FLAG_RULE`)
+FLAG_DRIFT, FLAG_NOISY, FLAG_SEEDS, FLAG_OVERSUBSCRIBED, FLAG_STATE = (
+    "drift", "noisy", "seeds_disagree", "oversubscribed", "state_differs")
+#: the fingerprint fields two cells must share for their throughput to compare
+FINGERPRINT_FIELDS = ("cpu_model", "cpu_count", "num_threads", "gpu", "torch", "cuda")
+#: the toggles that must keep every number (:attr:`Toggle.keeps_numbers`)
+KEEPS_NUMBERS = frozenset(t.name for t in TOGGLES if t.keeps_numbers)
+#: the learning check's loose rule: flagged beyond max(this x the pooled spread, this fraction of the baseline's median)
+LEARNING_SD_FACTOR, LEARNING_REL_FLOOR = 2.0, 0.05
 
 
-def build_report(
-    sweep: Sweep,
-    baseline: dict[str, str] | None = None,
-    *,
-    n_bootstrap: int = N_BOOTSTRAP,
-    bootstrap_seed: int = BOOTSTRAP_SEED,
-) -> Report:
+def build_report(sweep: Sweep, baseline: dict[str, str] | None = None, *, n_bootstrap: int = N_BOOTSTRAP,
+                 bootstrap_seed: int = BOOTSTRAP_SEED) -> model.Report:
     """Compute per-cell numbers, ratios vs the baseline, toggle effects and flags (pure data; nothing is written).
 
-    ``baseline`` is override-style (``{"compile": "none"}``): its entries replace the all-toggles-off
-    default. Each CI takes ``n_bootstrap`` resamples from an RNG seeded with ``bootstrap_seed``, so the
-    same inputs give the same CIs.
+    ``baseline`` is override-style (``{"compile": "none"}``): its entries replace the all-toggles-off default. Each CI
+    takes ``n_bootstrap`` resamples from an RNG seeded with ``bootstrap_seed``, so the same inputs give the same CIs.
 
     Raises:
         ReportInputError: An unknown baseline key, no cell matching the baseline, or
@@ -71,7 +52,8 @@ def build_report(
     for job in sweep.jobs:
         groups.setdefault(tuple(job.key.get(d, UNKNOWN) for d in dims), []).append(job)
     varied = [d for i, d in enumerate(dims) if len({k[i] for k in groups}) > 1]
-    cell_jobs = [(_summarise_cell(dict(zip(dims, k)), varied, jobs), jobs) for k, jobs in groups.items()]
+    cell_jobs = [(_summarise_cell(dict(zip(dims, k)), varied, jobs, n_bootstrap, bootstrap_seed), jobs)
+                 for k, jobs in groups.items()]
     cells = [cell for cell, _ in cell_jobs]
     label = {id(job): cell.label for cell, jobs in cell_jobs for job in jobs}
     crowded = measurement.oversubscribed(measurement.spans(sweep.jobs))
@@ -83,11 +65,6 @@ def build_report(
 
     spec, context, baseline_reasons, by_context = _baseline(cells, sweep, baseline, varied, first_num)
     cells.sort(key=lambda c: (not c.is_baseline, first_num[id(c)], c.label))
-    for cell in cells:
-        if cell.return_by_seed:
-            rng = np.random.default_rng([bootstrap_seed, zlib.crc32(("iqm|" + cell.label).encode())])
-            cell.final_return_iqm, *ci = iqm_with_ci(list(cell.return_by_seed.values()), rng, n_bootstrap)
-            cell.final_return_iqm_ci = (ci[0], ci[1])
     for cell in cells:
         base = by_context.get(tuple(cell.key.get(d, UNKNOWN) for d in context))
         if base is None:
@@ -105,12 +82,12 @@ def build_report(
             cell.baseline_label = base.label
             _compare_with_baseline(cell, base, n_bootstrap, bootstrap_seed)
 
-    return Report(
+    return model.Report(
         sweep_dir=sweep.sweep_dir, baseline_spec=spec, baseline_labels=[c.label for c in cells if c.is_baseline],
         varied_dims=varied, cells=cells,
-        marginal_effects=_marginal_effects(cells, sweep, varied, spec, n_bootstrap, bootstrap_seed),
-        casualties=[Casualty(cell=label[id(job)], seed=job.seed, status=job.status, detail=job.error_line or "",
-                             where=str(job.job_dir or f"job {job.num} (never started)"))
+        marginal_effects=_marginal_effects(cells, sweep, varied, spec),
+        casualties=[model.Casualty(cell=label[id(job)], seed=job.seed, status=job.status, detail=job.error_line or "",
+                                   where=str(job.job_dir or f"job {job.num} (never started)"))
                     for job in sweep.jobs if job.status != STATUS_OK],
         notes=list(sweep.notes) + _notes(cells, sweep.jobs, label),
         n_jobs=len(sweep.jobs), expected_jobs=sweep.expected_jobs, n_bootstrap=n_bootstrap,
@@ -125,12 +102,11 @@ def _start_states(cell_jobs: list[tuple[CellSummary, list[Job]]], prepared: dict
     Records without the measurement section (older rlsweep) are not judged."""
     processes: Counter[str] = Counter()
     caches: Counter[str] = Counter()
-    compiled: set[int] = set()
+    compiled: set[int] = set()  # the cells with a job that found the compile cache in some state
     for cell, jobs in cell_jobs:
         cold = (prepare.cell_entry(prepared, jobs[0].overrides) or {}).get("cold") or {}
         if cold.get("status") == "ok":
-            cell.cold_compile_s = finite(cold.get("compile_s"))
-            cell.cold_compile_source = prepare.cold_source(cold)
+            cell.cold_compile_s, cell.cold_compile_source = finite(cold.get("compile_s")), prepare.cold_source(cold)
         for job in jobs:
             state = section(job.record, "measurement")
             if job.status != STATUS_OK or not state.get("process"):
@@ -222,7 +198,8 @@ def _fingerprint_diff(a: tuple[str, ...], b: tuple[str, ...]) -> str:
                      if x != y)
 
 
-def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> CellSummary:
+def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job], n_bootstrap: int,
+                    bootstrap_seed: int) -> CellSummary:
     """One cell's numbers (from its ok jobs), its errors and not-applicable toggles, and the flags its
     own jobs raise: drift, noise, seeds that disagree."""
     ok = [j for j in jobs if j.status == STATUS_OK]
@@ -231,7 +208,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
         varied={d: key.get(d, UNKNOWN) for d in varied}, n_ok=len(ok),
         n_failed=sum(j.status in (STATUS_FAILED, STATUS_INTERRUPTED) for j in jobs),
         n_interrupted=sum(j.status == STATUS_INTERRUPTED for j in jobs),
-        n_missing=sum(j.status == STATUS_MISSING for j in jobs),
+        n_missing=sum(j.status == model.STATUS_MISSING for j in jobs),
         seeds_ok=[j.seed if j.seed is not None else UNKNOWN for j in ok],
     )
     steps: list[float] = []
@@ -255,7 +232,7 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
             cell.env_steps_per_s_seeds.append(rate)
             if timed:
                 cell.rate_by_seed[seed] = rate
-        cell.iteration_env_steps_per_s += measurement.iteration_rates(job)
+        cell.n_iterations += len(measurement.iteration_rates(job))
         curve = section(section(rec, "learning"), "curve")
         if curve.get("episode_return"):
             series = ("env_steps", "wall_s", "episode_return")
@@ -276,7 +253,8 @@ def _summarise_cell(key: dict[str, str], varied: list[str], jobs: list[Job]) -> 
     cell.graph_breaks = max(map(int, _numbers(ok, "compile", "graph_breaks")), default=None)
     cell.recompiles = max(map(int, _numbers(ok, "compile", "recompiles")), default=None)
     cell.compile_reasons = _compile_reasons(jobs)
-    _summarise_returns(cell, ok)
+    _summarise_returns(cell, ok, np.random.default_rng([bootstrap_seed, zlib.crc32(("iqm|" + cell.label).encode())]),
+                       n_bootstrap)
     cell.wall_s, cell.env_steps, cell.fixed_cost_s = _median(cell.wall_s_seeds), _median(steps), _median(fixed)
     if note := measurement.seeds_disagree(ok):
         _flag(cell, FLAG_SEEDS, note)
@@ -313,9 +291,9 @@ def _check_drift(cell: CellSummary, job: Job, n_steps: float | None, seed: str |
             f"(last third), x{drift['drift']:.3f}"))
     if drift["noisy"]:
         # the uncertainty falls as 1/sqrt(iterations): the budget that would bring it under the threshold
-        more = (drift["rate_uncertainty"] / DRIFT_REL) ** 2
+        more = (drift["rate_uncertainty"] / model.DRIFT_REL) ** 2
         budget = (f"; total_env_steps={math.ceil(n_steps * more / 1000) * 1000:,} (x{more:.1f}) would bring it "
-                  f"under {DRIFT_REL:.0%}" if n_steps else "")
+                  f"under {model.DRIFT_REL:.0%}" if n_steps else "")
         _flag(cell, FLAG_NOISY, (
             f"noisy: seed {job.seed}'s median steady rate is uncertain by +-{drift['rate_uncertainty']:.0%} "
             f"(2 standard errors over {drift['n_iterations']} iterations){budget}"))
@@ -336,14 +314,17 @@ def _summarise_phases(cell: CellSummary, ok: list[Job]) -> None:
         cell.phase_median_ms[phase], cell.phase_total_s[phase] = _median(medians), _median(totals)
 
 
-def _summarise_returns(cell: CellSummary, ok: list[Job]) -> None:
-    """The median final return, its noise (the learning check's) and its interquartile range over seeds
-    (one seed: over its eval episodes)."""
+def _summarise_returns(cell: CellSummary, ok: list[Job], rng: np.random.Generator, n_bootstrap: int) -> None:
+    """The median final return, its noise (the learning check's), its interquartile range over seeds (one seed:
+    over its eval episodes) and the interquartile mean with its bootstrap interval."""
     learned = [j for j in ok if finite(section(j.record, "learning").get("final_return")) is not None]
     returns = cell.final_returns = _numbers(learned, "learning", "final_return")
     for job, value in zip(learned, returns):
         cell.return_by_seed[_seed_key(job, cell.return_by_seed)] = value
     cell.final_return_median = _median(returns)
+    if returns:
+        cell.final_return_iqm, *ci = iqm_with_ci(returns, rng, n_bootstrap)
+        cell.final_return_iqm_ci = (ci[0], ci[1])
     eval_sds = _numbers(learned, "learning", "final_return_std")
     if len(returns) >= 2:
         cell.final_return_spread, cell.final_return_spread_kind = float(np.std(returns, ddof=1)), "seed_sd"
@@ -396,22 +377,24 @@ def _notes(cells: list[CellSummary], jobs: list[Job], label: dict[int, str]) -> 
 
 
 REASON_OFF = "toggle off"
+#: every toggle off (:meth:`Toggle.baseline`), as the report compares values (``"false"``, ``"none"``)
+DEFAULT_BASELINE = {dim: norm_value(off) for t in TOGGLES for dim, off in t.baseline().items()}
+#: a toggle's values in the order it lists them (the fallback baseline is the first one present)
+TOGGLE_VALUE_ORDER = {t.name: tuple(norm_value(v) for v in t.values) for t in TOGGLES if t.values is not None}
 
 
 def _baseline(
-    cells: list[CellSummary], sweep: Sweep, baseline: dict[str, str] | None, varied: list[str],
-    first_num: dict[int, int],
+    cells: list[CellSummary], sweep: Sweep, baseline: dict[str, str] | None, varied: list[str], first_num: dict[int, int],
 ) -> tuple[dict[str, str], list[str], dict[str, str], dict[tuple[str, ...], CellSummary]]:
     """The baseline spec, the context dimensions (each context gets its own baseline cell), why each
     baseline value was chosen, and the one cell matching the spec in each context (marked is_baseline).
 
-    Toggles default to off (restricted to the varied ones), overlaid with ``--baseline``. A varied
-    toggle with no off value (``backend.num_threads``, a plugin's toggle) and, when no toggle varies
-    and ``--baseline`` is not given, every varied hyper-parameter (``-m algo.lr=0.001,0.0003``) is
-    pinned too, so that every sweep gets a comparison: to the config's default value when it is
-    among the swept values, else to the first value listed (else the value of the sweep's first
-    job). An off value that no cell has (``compile=default,max-autotune``) is replaced by the
-    toggle's first value in the sweep (values ordered as the toggle lists them, else alphabetically).
+    Toggles default to off (restricted to the varied ones), overlaid with ``--baseline``. A varied toggle with no off
+    value (``backend.num_threads``, a plugin's toggle) and, when no toggle varies and ``--baseline`` is not given, every
+    varied hyper-parameter (``-m algo.lr=0.001,0.0003``) is pinned too, so that every sweep gets a comparison: to the
+    config's default value when it is among the swept values, else to the first value listed (else the value of the
+    sweep's first job). An off value that no cell has (``compile=default,max-autotune``) is replaced by the toggle's
+    first value in the sweep (values ordered as the toggle lists them, else alphabetically).
     """
     dims = sweep.dims
     spec = {d: v for d, v in DEFAULT_BASELINE.items() if d in varied}
@@ -479,13 +462,6 @@ def _comparable(cell: CellSummary, base: CellSummary) -> str | None:
     return None
 
 
-def _set_ratio(cell: CellSummary, base: CellSummary, sr: SeedRatio) -> None:
-    cell.ratio, cell.ci_low, cell.ci_high, cell.ci_method = sr.ratio, sr.ci_low, sr.ci_high, sr.method or "none"
-    cell.ci_n, cell.seeds_needed = sr.n, sr.seeds_for()
-    if sr.why:
-        cell.ratio_note = f"no interval: {_per_process(sr.why, cell.grouped or base.grouped)}"
-
-
 def _per_process(why: str, grouped: bool) -> str:
     """Why there is no interval, said of processes where seeds trained together were timed once."""
     return why.replace("seed", "timed process", 1) + ": seeds trained together are timed once" if grouped else why
@@ -494,17 +470,16 @@ def _per_process(why: str, grouped: bool) -> str:
 def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: int, bootstrap_seed: int) -> None:
     """Fill the cell's steady ratio and CI, learning flag, whole-job wall-time ratio (baseline / cell)
     with its CI, and break-even budget, relative to its baseline cell."""
-    why = _comparable(cell, base)
-    if why is None:
-        _set_ratio(cell, base, seed_ratio(cell.rate_by_seed, base.rate_by_seed, cell.rate_se_by_seed,
-                                          base.rate_se_by_seed))
-    else:
-        cell.ratio_note = why
-    if cell.ratio is not None:
-        cell.ratio_clean = not cell.flags and not base.flags
+    if (why := _comparable(cell, base)) is None:
+        sr = seed_ratio(cell.rate_by_seed, base.rate_by_seed, cell.rate_se_by_seed, base.rate_se_by_seed)
+        cell.ratio, cell.ci_low, cell.ci_high, cell.ci_method = sr.ratio, sr.ci_low, sr.ci_high, sr.method or "none"
+        cell.ci_n, cell.seeds_needed, cell.ratio_clean = sr.n, sr.seeds_for(), not cell.flags and not base.flags
+        if sr.why:
+            cell.ratio_note = f"no interval: {_per_process(sr.why, cell.grouped or base.grouped)}"
         if base.flags:
             cell.flag_notes.append(f"baseline ({base.label}) flagged: {', '.join(base.flags)}")
-
+    else:
+        cell.ratio_note = why
     _compare_learning(cell, base, np.random.default_rng([bootstrap_seed, zlib.crc32(cell.label.encode())]),
                       n_bootstrap)
 
@@ -522,16 +497,14 @@ def _compare_with_baseline(cell: CellSummary, base: CellSummary, n_bootstrap: in
     cell.end_to_end_ci_method = e2e.method
     if e2e.why:
         cell.end_to_end_note = f"no interval: {e2e.why}"
-    if cell.ratio is None or (be := _break_even(cell, base)) is None:
+    if cell.ratio is None or (even := _break_even(cell, base)) is None:
         return
-    cell.break_even_env_steps = be
-    saving_s = 1.0 / base.env_steps_per_s - 1.0 / cell.env_steps_per_s  # type: ignore[operator]
+    cell.break_even_env_steps, extra_s, saving_s = even
     where = (f"loses end to end at this budget ({cell.env_steps:.0f} env steps)"
              if cell.end_to_end_ratio < 1 else "wins end to end at this budget")
     cell.break_even_note = (
-        f"faster in steady state but {cell.fixed_cost_s - base.fixed_cost_s:.3g} s more fixed cost (start-up, "  # type: ignore[operator]
-        f"compile, evaluation): pays off beyond ~{be:,.0f} env steps at {saving_s * 1e6:.3g} us saved "
-        f"per step; {where}")
+        f"faster in steady state but {extra_s:.3g} s more fixed cost (start-up, compile, evaluation): pays off beyond "
+        f"~{cell.break_even_env_steps:,.0f} env steps at {saving_s * 1e6:.3g} us saved per step; {where}")
 
 
 def _keeps_numbers(cell: CellSummary, base: CellSummary) -> list[str]:
@@ -583,8 +556,8 @@ def _iqm_text(cell: CellSummary) -> str:
     return f"{cell.final_return_iqm:.4g}" + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and len(cell.return_by_seed) > 1 else "")
 
 
-def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str], spec: dict[str, str],
-                      n_bootstrap: int, bootstrap_seed: int) -> list[MarginalEffect]:
+def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str],
+                      spec: dict[str, str]) -> list[MarginalEffect]:
     """Geometric-mean pair ratios per (varied toggle, value) change, ranked largest first."""
     effects: list[MarginalEffect] = []
     for toggle in (d for d in varied if d in sweep.toggle_dims):
@@ -595,15 +568,15 @@ def _marginal_effects(cells: list[CellSummary], sweep: Sweep, varied: list[str],
             index.setdefault(rest, {})[cell.key.get(toggle, UNKNOWN)] = cell
         for b in dict.fromkeys(cell.key.get(toggle, UNKNOWN) for cell in cells):
             if b not in (a, UNKNOWN):
-                effects.append(_marginal_effect(toggle, a, b, index, n_bootstrap, bootstrap_seed))
+                effects.append(_marginal_effect(toggle, a, b, index))
     effects.sort(key=lambda e: (e.effect is None, -(e.effect or 0.0), e.label))
     for rank, eff in enumerate((e for e in effects if e.effect is not None), start=1):
         eff.rank = rank
     return effects
 
 
-def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], dict[str, CellSummary]],
-                     n_bootstrap: int, bootstrap_seed: int) -> MarginalEffect:
+def _marginal_effect(toggle: str, a: str, b: str,
+                     index: dict[tuple[str, ...], dict[str, CellSummary]]) -> MarginalEffect:
     """The effect of ``toggle`` a -> b over every pair of cells that differ only there: per seed, the geometric
     mean of the pairs' ratios, then over seeds as a cell's ratio is (:func:`rlsweep.bootstrap.seed_ratio`)."""
     eff = MarginalEffect(toggle=toggle, from_value=a, to_value=b)
@@ -615,7 +588,7 @@ def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], d
             eff.skipped.append(f"{cb.label} vs {ca.label}: {why}")
             continue
         assert ca.env_steps_per_s is not None and cb.env_steps_per_s is not None
-        eff.pairs.append(PairRatio(without=ca.label, with_=cb.label, ratio=cb.env_steps_per_s / ca.env_steps_per_s))
+        eff.pairs.append(model.PairRatio(ca.label, cb.label, cb.env_steps_per_s / ca.env_steps_per_s))
         eff.clean = (eff.clean is not False) and not ca.flags and not cb.flags
         pairs.append((ca, cb))
     eff.n_pairs = len(eff.pairs)
@@ -632,7 +605,7 @@ def _marginal_effect(toggle: str, a: str, b: str, index: dict[tuple[str, ...], d
         eff.n_seeds, eff.seeds_needed, eff.why = steady.n, steady.seeds_for(), steady.why
     if (e2e := _over_pairs([(cb, ca) for ca, cb in pairs], "wall_by_seed")) is not None:
         eff.end_to_end, eff.end_to_end_ci_low, eff.end_to_end_ci_high = e2e.ratio, e2e.ci_low, e2e.ci_high
-    evens = [be for ca, cb in pairs if (be := _break_even(cb, ca)) is not None]
+    evens = [even[0] for ca, cb in pairs if (even := _break_even(cb, ca)) is not None]
     eff.break_even_env_steps = float(np.median(evens)) if evens else None
     eff.learning = _toggle_learning(toggle, pairs)
     return eff
@@ -660,22 +633,21 @@ def _over_pairs(pairs: list[tuple[CellSummary, CellSummary]], by_seed: str) -> S
     seeds = set.intersection(*(set(getattr(c, by_seed)) for pair in pairs for c in pair))
     if len(seeds) < 2:
         return None
-
-    def pooled(side: int) -> dict[str, float]:
-        return {s: math.exp(float(np.mean([math.log(getattr(p[side], by_seed)[s]) for p in pairs]))) for s in seeds}
-
-    def pooled_se(side: int) -> dict[str, float]:  # of the mean of the pairs' logs
-        return {s: math.sqrt(sum(p[side].rate_se_by_seed.get(s, 0.0) ** 2 for p in pairs)) / len(pairs) for s in seeds}
-
+    pooled = [{s: math.exp(float(np.mean([math.log(getattr(p[side], by_seed)[s]) for p in pairs]))) for s in seeds}
+              for side in (1, 0)]
     if by_seed != "rate_by_seed":
-        return seed_ratio(pooled(1), pooled(0))
-    return seed_ratio(pooled(1), pooled(0), pooled_se(1), pooled_se(0))
+        return seed_ratio(*pooled)
+    # each side's standard error of the mean of the pairs' logs
+    ses = [{s: math.sqrt(sum(p[side].rate_se_by_seed.get(s, 0.0) ** 2 for p in pairs)) / len(pairs) for s in seeds}
+           for side in (1, 0)]
+    return seed_ratio(*pooled, *ses)
 
 
-def _break_even(cell: CellSummary, base: CellSummary) -> float | None:
-    """Env steps beyond which ``cell`` (faster in steady state, dearer to start) finishes sooner than ``base``."""
+def _break_even(cell: CellSummary, base: CellSummary) -> tuple[float, float, float] | None:
+    """Env steps beyond which ``cell`` (faster in steady state, dearer to start) finishes sooner than ``base``, with
+    its extra fixed cost and the seconds it saves per step."""
     if None in (cell.env_steps_per_s, base.env_steps_per_s, cell.fixed_cost_s, base.fixed_cost_s):
         return None
     extra_s = cell.fixed_cost_s - base.fixed_cost_s  # type: ignore[operator]
     saving_s = 1.0 / base.env_steps_per_s - 1.0 / cell.env_steps_per_s  # type: ignore[operator]
-    return extra_s / saving_s if saving_s > 0 and extra_s > 0 else None
+    return (extra_s / saving_s, extra_s, saving_s) if saving_s > 0 and extra_s > 0 else None

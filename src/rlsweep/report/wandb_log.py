@@ -48,8 +48,7 @@ def wandb_target(jobs: Iterable[Job], sweep_dir: Path) -> WandbTarget | None:
 
 def _table(wandb: Any, table: tuple[list[str], list[list[Any]]]) -> Any:
     columns, rows = table
-    data = [[cell_text(v) if isinstance(v, list) else v for v in row] for row in rows]
-    return wandb.Table(columns=columns, data=data)
+    return wandb.Table(columns=columns, data=[[cell_text(v) if isinstance(v, list) else v for v in row] for row in rows])
 
 
 def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | None:
@@ -69,25 +68,20 @@ def log_report(report: Report, out_dir: Path, files: Iterable[Path]) -> Path | N
         import wandb
 
         # one report run per sweep: running the report again continues it instead of adding one
-        run = init_run(
-            stable_run_id(out_dir), target.dir or str(out_dir),
-            mode=target.mode, project=target.project, entity=target.entity, group=target.group,
-            job_type="report", name="report",
-            config={"sweep_dir": str(report.sweep_dir), "baseline": report.baseline_spec,
-                    **{k: getattr(report, k) for k in ("varied_dims", "n_jobs", "expected_jobs", "n_bootstrap",
-                                                       "bootstrap_seed")}},
-        )
+        run = init_run(stable_run_id(out_dir), target.dir or str(out_dir), mode=target.mode, project=target.project,
+                       entity=target.entity, group=target.group, job_type="report", name="report",
+                       config={"sweep_dir": str(report.sweep_dir), "baseline": report.baseline_spec,
+                               **{k: getattr(report, k) for k in ("varied_dims", "n_jobs", "expected_jobs",
+                                                                  "n_bootstrap", "bootstrap_seed")}})
         try:
             run_dir = Path(run.dir).parent
             # the tables and plots as one logged step; the counts and toggle effects as the summary
             run.log({"report/cells": _table(wandb, summary_table(report)),
                      "report/marginal_effects": _table(wandb, effects_table(report)),
                      **{f"plots/{p.stem}": wandb.Image(str(p)) for p in files if p.suffix == ".png"}})
-            run.summary.update({
-                **{f"report/n_{status}": n for status, n in report.counts.items()},
-                **{f"effect/{eff.toggle}={eff.to_value}": eff.effect for eff in report.marginal_effects
-                   if eff.effect is not None},
-            })
+            run.summary.update({**{f"report/n_{status}": n for status, n in report.counts.items()},
+                                **{f"effect/{eff.toggle}={eff.to_value}": eff.effect
+                                   for eff in report.marginal_effects if eff.effect is not None}})
         finally:
             run.finish()
         if target.mode == "offline":  # the earlier copies are superseded by the one just written

@@ -1,9 +1,8 @@
 """A W&B workspace (a saved view of the project) for one sweep, built with ``wandb-workspaces``.
 
-The sweep's training runs, grouped by the dimensions it varied, with one section per question the
-report answers; the sections and why a bar shows a median with its min-max range: docs/guide/wandb.md.
-Written next to the report as ``wandb_workspace.json``; saved to W&B when the jobs logged online, or
-later (after ``wandb sync`` of offline runs) with
+The sweep's training runs, grouped by the dimensions it varied, with one section per question the report answers; the
+sections and why a bar shows a median with its min-max range: docs/guide/wandb.md. Written next to the report as
+``wandb_workspace.json``; saved to W&B when the jobs logged online, or later (after ``wandb sync`` of offline runs) with
 
     python -m rlsweep.report.workspace <sweep>/report/wandb_workspace.json [--entity E] [--project P]
 """
@@ -18,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep.records import PHASES, walk_records, write_bytes_atomic
+from rlsweep.report.load import is_toggle_dim
 from rlsweep.report.model import Report
-from rlsweep.report.overrides import is_toggle_dim
 from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN
 
 WORKSPACE_FILE = "wandb_workspace.json"
@@ -61,39 +60,26 @@ def build_workspace(report: Report) -> Any:
         return wr.LinePlot(title=title, x=ENV_STEPS_METRIC, y=[metric], **grouped)
 
     spread = f"{AGGREGATE} over seeds, {RANGE.replace('minmax', 'min-max')} range"
-    sections = [
-        ws.Section(name="Throughput", is_open=True, panels=[
+    panels = {
+        "Throughput": [
             bar(THROUGHPUT, f"env steps/s, steady state ({spread})"),
             curve("perf/iteration_env_steps_per_s", "env steps/s per iteration"),
             bar("perf/updates_per_s", f"updates/s, steady state ({spread})"),
-            bar("wall_s", f"whole job, s: start-up, compile and evaluation included ({spread})"),
-        ]),
-        ws.Section(name="Time per phase", is_open=True, panels=[
-            bar(f"time/{phase}_ms", f"{phase}: median ms per call ({spread})") for phase in PHASES
-        ]),
-        ws.Section(name="Compile", is_open=True, panels=[
-            bar("compile/compile_s", f"compile time, s ({spread})"),
-            bar("compile/graph_breaks", "graph breaks"),
-            bar("compile/recompiles", "recompiles"),
-        ]),
-        ws.Section(name="Learning", is_open=True, panels=[
-            curve("train/episode_return", "training episode return"),
-            bar(FINAL_RETURN, f"final return, deterministic evaluation ({spread})"),
-        ]),
-        ws.Section(name="Toggles -> outcome", is_open=True, panels=[
-            wr.ParallelCoordinatesPlot(
-                title="varied dimensions -> throughput and final return",
-                columns=[wr.ParallelCoordinatesPlotColumn(metric=wr.Config(k), display_name=k) for k in keys]
-                + [wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric(m), display_name=m)
-                   for m in (THROUGHPUT, FINAL_RETURN)],
-            ),
-        ]),
-    ]
+            bar("wall_s", f"whole job, s: start-up, compile and evaluation included ({spread})")],
+        "Time per phase": [bar(f"time/{phase}_ms", f"{phase}: median ms per call ({spread})") for phase in PHASES],
+        "Compile": [bar("compile/compile_s", f"compile time, s ({spread})"),
+                    bar("compile/graph_breaks", "graph breaks"), bar("compile/recompiles", "recompiles")],
+        "Learning": [curve("train/episode_return", "training episode return"),
+                     bar(FINAL_RETURN, f"final return, deterministic evaluation ({spread})")],
+        "Toggles -> outcome": [wr.ParallelCoordinatesPlot(
+            title="varied dimensions -> throughput and final return",
+            columns=[wr.ParallelCoordinatesPlotColumn(metric=wr.Config(k), display_name=k) for k in keys]
+            + [wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric(m), display_name=m)
+               for m in (THROUGHPUT, FINAL_RETURN)])],
+    }
     return ws.Workspace(
-        entity=target.entity or "",
-        project=target.project or "",
-        name=f"rlsweep {target.group}",
-        sections=sections,
+        entity=target.entity or "", project=target.project or "", name=f"rlsweep {target.group}",
+        sections=[ws.Section(name=name, is_open=True, panels=p) for name, p in panels.items()],
         settings=ws.WorkspaceSettings(x_axis=ENV_STEPS_METRIC, max_runs=max(10, report.n_jobs)),
         runset_settings=ws.RunsetSettings(
             filters=ws.And(ws.Metric("Group") == target.group, ws.Metric("JobType") == JOB_TYPE_TRAIN),
@@ -120,10 +106,8 @@ def load_workspace(text: str) -> Any:
 
 
 def save_workspace(workspace: Any) -> str:
-    """Save ``workspace`` to its W&B project (network) and return its URL.
-
-    An empty entity becomes the account's default entity.
-    """
+    """Save ``workspace`` to its W&B project (network) and return its URL; an empty entity becomes the account's
+    default entity."""
     if not workspace.entity:
         import wandb
 
@@ -213,10 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {args.definition}: {exc}", file=sys.stderr)
         return 2
-    if args.entity:
-        workspace.entity = args.entity
-    if args.project:
-        workspace.project = args.project
+    workspace.entity, workspace.project = args.entity or workspace.entity, args.project or workspace.project
     print(f"W&B workspace saved: {save_workspace(workspace)}")
     return 0
 
