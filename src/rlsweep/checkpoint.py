@@ -12,7 +12,6 @@ import errno
 import functools
 import hashlib
 import io
-import json
 import logging
 import pickle
 import random
@@ -24,14 +23,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlsweep import records
 from rlsweep.config import TrainConfig
-from rlsweep.records import (
-    CHECKPOINT_MAGIC,
-    RECORD_VOLATILE,
-    checkpoint_head,
-    split_checkpoint,
-    write_bytes_atomic,
-)
+from rlsweep.records import CHECKPOINT_MAGIC, CHECKPOINT_VOLATILE, checkpoint_head, split_checkpoint, write_bytes_atomic
 from rlsweep.results import provenance, utc_now
 
 log = logging.getLogger(__name__)
@@ -41,17 +35,11 @@ class CheckpointWriteError(OSError):
     """The checkpoint could not be written (the disk is full, say); the previous one is untouched."""
 
 
-#: config keys that do not change a checkpoint's training state: those that change no job's result
-#: (records.RECORD_VOLATILE: a run resumed with prepare=false keeps its checkpoints, as it keeps its
-#: finished records) and the evaluation, which runs after the last checkpoint
-_VOLATILE = (*RECORD_VOLATILE, "eval_episodes")
-
-
 def config_digest(cfg: TrainConfig) -> str:
-    d = asdict(cfg)
-    for key in _VOLATILE:
-        d.pop(key, None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """Which config a checkpoint was written for: ``cfg`` but the keys that change no checkpoint
+    (:data:`rlsweep.records.CHECKPOINT_VOLATILE`: a run resumed with prepare=false keeps its checkpoints,
+    as it keeps its finished records)."""
+    return records.config_digest(asdict(cfg), CHECKPOINT_VOLATILE)
 
 
 def pickle_envs(envs: gym.vector.VectorEnv) -> bytes | None:

@@ -27,6 +27,7 @@ from rlsweep.algos import algorithm_class, to_object
 from rlsweep.config import ObjectiveConfig, TrainConfig
 from rlsweep.records import (
     CHECKPOINT_FILE,
+    INVOCATION_KEYS,
     KEEP,
     RESULT_FILE,
     RUNNING_ERROR,
@@ -57,9 +58,6 @@ from rlsweep.tracking import (
 from rlsweep.validate import ConfigError, machine_errors, validate
 
 log = logging.getLogger(__name__)
-
-#: overrides that are switches of one invocation, not part of a job's identity
-INVOCATION_KEYS = ("resume",)
 
 
 class SweepInterrupted(KeyboardInterrupt):

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -46,15 +45,11 @@ SUBMITIT_FOLDER = ".submitit_prepare"
 PREPARE_KEY = "prepare"
 #: the folder, inside the compile cache, of the cold compiles measured on it (one JSON file per key)
 LEDGER_DIR = "rlsweep_cold_compiles"
-#: config keys that change no compiled graph: another budget or seed is not another compile
-_NOT_COMPILED = ("seed", "total_env_steps", "eval_episodes", "warmup_iters", *records.RECORD_VOLATILE)
-#: keys of a job's overrides that do not make another cell: the repeat, switches of one invocation
-_NOT_CELL_KEYS = ("seed", "resume", PREPARE_KEY)
 
 
 def cell_key(overrides: Sequence[str]) -> tuple[str, ...]:
     """A job's cell: its overrides without the seed, invocation switches and ``hydra.*`` settings."""
-    return tuple(o for o in records.cell_key(overrides, _NOT_CELL_KEYS) if not override_key(o).startswith("hydra."))
+    return tuple(o for o in records.cell_key(overrides, records.NOT_CELL) if not override_key(o).startswith("hydra."))
 
 
 def cells(job_overrides: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -105,7 +100,7 @@ def _code_digest(*files: str) -> str:
 
 def one_off_key(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     """What a cell's cold compile depends on, and its digest: the cell's config but the keys that change no
-    compiled graph (:data:`_NOT_COMPILED`, the cache's folder), torch and CUDA, the device (the GPU, or the
+    compiled graph (:data:`rlsweep.records.NOT_COMPILED`, the cache's folder), torch and CUDA, the device (the GPU, or the
     CPU with its flags and the C++ compiler), and the code (rlsweep's and the algorithm's module)."""
     import torch
 
@@ -114,7 +109,7 @@ def one_off_key(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     from rlsweep.runner import resolve_device
     from rlsweep.toggles.compile import vec_isa_key
 
-    config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_COMPILED}
+    config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in records.NOT_COMPILED}
     config["compile"].pop("cache_dir", None)
     device = resolve_device(cfg.device)
     source = source_file(algorithm_class(cfg.algo._target_))
@@ -122,8 +117,7 @@ def one_off_key(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
                "cuda": torch.version.cuda, "device": device.type,
                "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
                "cpu": vec_isa_key(), "code": _code_digest(*([source] if source else []))}
-    digest = hashlib.sha256(json.dumps(depends, sort_keys=True, default=str).encode()).hexdigest()[:32]
-    return digest, depends
+    return records.config_digest(depends, length=32), depends
 
 
 def _ledger_file(cfg: TrainConfig, key: str) -> Path:

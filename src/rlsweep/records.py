@@ -7,6 +7,7 @@ report read and write records through here. No torch: status and the report stay
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import math
@@ -42,9 +43,19 @@ def killed_error(pid: int | None, log: Path | None = None) -> str:
             + " -- a signal such as SIGKILL, out of memory, or a crash of the interpreter"
             + (f"; its log: {log}" if log is not None else ""))
 
+# Which config keys do not change a job, a checkpoint, a compiled graph or a cell: one home for each set;
+# an identity of a config without one of them is :func:`config_identity`.
+#: overrides that are switches of one invocation, not part of a job's identity
+INVOCATION_KEYS = ("resume",)
 #: config keys that do not change a job's result: a finished record made with other values of
 #: these still counts as this job's result when resuming
 RECORD_VOLATILE = ("resume", "progress", "logger", "checkpoint_interval_s", "objective", "prepare")
+#: nor a checkpoint's training state: the evaluation runs after the last checkpoint
+CHECKPOINT_VOLATILE = (*RECORD_VOLATILE, "eval_episodes")
+#: nor a compiled graph: another budget or seed is not another compile
+NOT_COMPILED = ("seed", "total_env_steps", "eval_episodes", "warmup_iters", *RECORD_VOLATILE)
+#: keys of a job's overrides that do not make another cell: the repeat, switches of one invocation
+NOT_CELL = ("seed", *INVOCATION_KEYS, "prepare")
 
 #: the phases a record times (``timings.<phase>``), in the order an iteration runs them
 PHASES = ("env_step", "act", "h2d", "d2h", "update")
@@ -258,12 +269,22 @@ def cell_key(overrides: Sequence[str], ignore: Sequence[str] = ("seed",)) -> tup
     return tuple(o for o in overrides if override_key(o) not in ignore)
 
 
+def config_identity(config: Mapping[str, Any], ignore: Sequence[str]) -> str:
+    """A config (a dict of its top-level keys) as one text without the keys ``ignore``: two configs are the
+    same job, checkpoint or compile (by the key set passed) exactly when their texts are equal."""
+    return json.dumps({k: v for k, v in config.items() if k not in ignore}, sort_keys=True, default=str)
+
+
+def config_digest(config: Mapping[str, Any], ignore: Sequence[str] = (), length: int = 16) -> str:
+    """:func:`config_identity`'s sha256, its first ``length`` hex digits."""
+    return hashlib.sha256(config_identity(config, ignore).encode()).hexdigest()[:length]
+
+
 def comparable_config(config: dict[str, Any]) -> str:
     """A job's resolved config without :data:`RECORD_VOLATILE` keys, as its record stores it, in one text."""
     from rlsweep.tracking import scrub  # here: its config import is not needed by status and the report
 
-    d = scrub({k: v for k, v in config.items() if k not in RECORD_VOLATILE})
-    return json.dumps(d, sort_keys=True, default=str)
+    return config_identity(scrub(config), RECORD_VOLATILE)
 
 
 #: what a job does with the record in its folder (:func:`resume_decision`)
