@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlsweep.records import PHASES  # noqa: F401 - re-exported: rlsweep.api's PHASES
+from rlsweep.records import PHASES  # also rlsweep.api's PHASES
 
 
 class CudaEvents:
@@ -55,7 +55,6 @@ class PhaseTimer:
 
     Args:
         device: The job's device; on CUDA the device clock is CUDA events, elsewhere the host clock.
-        phases: The phase names.
         events: The device-event source (default: :class:`CudaEvents` on CUDA, none elsewhere).
 
     Attributes:
@@ -64,10 +63,9 @@ class PhaseTimer:
         recording: Whether phases are recorded now (false during warm-up).
     """
 
-    def __init__(self, device: torch.device, phases: tuple[str, ...] = PHASES,
-                 events: CudaEvents | None = None) -> None:
-        self.samples: dict[str, list[float]] = {p: [] for p in phases}
-        self.host_samples: dict[str, list[float]] = {p: [] for p in phases}
+    def __init__(self, device: torch.device, events: CudaEvents | None = None) -> None:
+        self.samples: dict[str, list[float]] = {p: [] for p in PHASES}
+        self.host_samples: dict[str, list[float]] = {p: [] for p in PHASES}
         self.recording = False
         self._events = events if events is not None else (CudaEvents() if device.type == "cuda" else None)
         self._pending: list[tuple[str, Any, Any]] = []  # (phase, start event, end event) not read yet
@@ -123,15 +121,10 @@ class PhaseTimer:
         if self._events is None:
             return
         self._events.synchronize()
-        if not self._pending:
-            return
-        seen: set[int] = set()
         for phase, begin, end in self._pending:
             self.samples[phase].append(begin.elapsed_time(end) / 1e3)
-            for ev in (begin, end):
-                if id(ev) not in seen:
-                    seen.add(id(ev))
-                    self._free.append(ev)
+        # each event once: a lap's event ends one phase and begins the next
+        self._free.extend({id(ev): ev for _, begin, end in self._pending for ev in (begin, end)}.values())
         self._pending.clear()
 
     def summary(self) -> dict[str, dict[str, Any]]:
@@ -155,7 +148,5 @@ class PhaseTimer:
                 "host_samples": {k: list(v) for k, v in self.host_samples.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for k, v in state["samples"].items():
-            self.samples[k] = list(v)
-        for k, v in state["host_samples"].items():
-            self.host_samples[k] = list(v)
+        self.samples.update({k: list(v) for k, v in state["samples"].items()})
+        self.host_samples.update({k: list(v) for k, v in state["host_samples"].items()})
