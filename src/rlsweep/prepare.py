@@ -136,7 +136,7 @@ def known_cold(cfg: TrainConfig, key: str) -> tuple[dict[str, Any] | None, str]:
     missing = sum(1 for f in entry.get("files") or [] if not (path.parent.parent / f).is_file())
     if missing or not entry.get("files"):
         return None, f"measured at {entry.get('measured_at')}, but {missing} file(s) it built left the compile cache"
-    return entry, f"reused from {entry.get('measured_by', {}).get('sweep_dir')} ({entry.get('measured_at')})"
+    return entry, cold_source({**entry, "source": "reused"})
 
 
 def _remember_cold(cfg: TrainConfig, key: str, depends: dict[str, Any], measured: dict[str, Any],
