@@ -206,18 +206,13 @@ def _yaml(dirs: list[Path], group: str, name: str) -> dict[str, Any]:
 def _algo_schema(name: str, dirs: list[Path]) -> type | None:
     """A built-in algorithm's hyper-parameter dataclass, or a plugin's (its YAML's ``_target_``); None if unknown."""
     from rlsweep.config import ALGO_SCHEMAS
+    from rlsweep.hydra_callbacks import algo_schema
 
     if name in ALGO_SCHEMAS:
         return ALGO_SCHEMAS[name]
     node = _yaml(dirs, "algo", name)
     node = node.get("algo", node)  # a `# @package _global_` option nests its node under algo:
-    target = node.get("_target_") if isinstance(node, dict) else None
-    try:
-        from rlsweep.algos import algorithm_class
-
-        return algorithm_class(str(target)).config_class if target else None
-    except Exception:  # noqa: BLE001 - not importable here: Hydra and the pre-flight say why
-        return None
+    return algo_schema(node.get("_target_") if isinstance(node, dict) else None)
 
 
 def _type_errors(parsed: list[Any], algos: list[type] = ()) -> list[str]:

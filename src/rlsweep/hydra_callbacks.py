@@ -167,18 +167,24 @@ def _unknown_key_line(exc: BaseException) -> str | None:
     schema = kind if dataclasses.is_dataclass(kind) else None
     if path == "algo":
         target = parent.get("_target_")
-        if schema is None:  # a plugin's node, typed by its YAML file: the schema is its class's
-            with contextlib.suppress(Exception):
-                from rlsweep.algos import algorithm_class
-
-                schema = algorithm_class(target).config_class
-                keys = [f.name for f in dataclasses.fields(schema)]
+        if schema is None and (schema := algo_schema(target)):  # a plugin's node, typed by its YAML file
+            keys = [f.name for f in dataclasses.fields(schema)]
         if key in keys:
             return (f"{full_key} is a hyper-parameter of {target} that its config file does not list: "
                     f"set it with +{full_key}=<value>")
         return unknown_key_message(full_key, keys, algo_owner(target, schema))
     owner = f"{path or 'the config'}" + (f" ({schema.__name__})" if schema else "")
     return unknown_key_message(full_key, keys, owner)
+
+
+def algo_schema(target: Any) -> type | None:
+    """The hyper-parameter dataclass of the algorithm class ``target`` names; None if it names none importable here."""
+    from rlsweep.algos import algorithm_class
+
+    try:
+        return algorithm_class(str(target)).config_class if target else None
+    except Exception:  # noqa: BLE001 - not importable here: Hydra and the pre-flight say why
+        return None
 
 
 def _missing_option_line(exc: BaseException) -> str | None:
@@ -189,9 +195,7 @@ def _missing_option_line(exc: BaseException) -> str | None:
     if not isinstance(exc, MissingConfigException) or not exc.options or not exc.missing_cfg_file:
         return None
     group, _, choice = str(exc.missing_cfg_file).rpartition("/")
-    if not group:
-        return None
-    return option_error(group, choice, sorted(str(o) for o in exc.options))
+    return option_error(group, choice, sorted(str(o) for o in exc.options)) if group else None
 
 
 def option_error(group: str, choice: str, options: list[str]) -> str:
@@ -206,8 +210,7 @@ def _error_lines(exc: BaseException) -> list[str]:
     from hydra.errors import CompactHydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    line = _unknown_key_line(exc) or _missing_option_line(exc)
-    if line:
+    if line := _unknown_key_line(exc) or _missing_option_line(exc):
         return [line]
     if isinstance(exc, CompactHydraException):  # ConfigCompositionException, MissingConfigException, ...
         lines = [str(exc).strip()]
@@ -262,8 +265,7 @@ SLURM_SIGNAL_SLOP_S = 60
 def _launcher_errors(config: DictConfig) -> list[str]:
     """A limit on local jobs at once below 1; a Slurm time limit too short for submitit's time-out
     signal (``signal_delay_s`` before it, or up to a minute earlier): the job would requeue at once."""
-    parallel_error = max_parallel_error(OmegaConf.select(config, "hydra.launcher.max_parallel", default=None))
-    if parallel_error:
+    if parallel_error := max_parallel_error(OmegaConf.select(config, "hydra.launcher.max_parallel", default=None)):
         return [parallel_error]
     if "Slurm" not in _launcher(config):
         return []
@@ -346,8 +348,7 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
 
 def _check_finished_sweep(config: DictConfig, sweep: Path, jobs: list[_Job], resume: bool) -> None:
     records = dict(walk_records(sweep))  # each read once, also for the clashes below
-    busy = [msg for folder, record in records.items() if (msg := _in_use(folder, record))]
-    if busy:
+    if busy := [msg for folder, record in records.items() if (msg := _in_use(folder, record))]:
         fail(busy, title=FOLDER)
     finished = [] if resume else [folder for folder, record in records.items()
                                   if resume_decision(record, dict, resume) == NEEDS_RESUME]
@@ -423,8 +424,7 @@ class RLSweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            launcher_errors = _launcher_errors(config)
-            if launcher_errors:
+            if launcher_errors := _launcher_errors(config):
                 fail(launcher_errors)
             jobs = _check_jobs(config, _expand_sweep(config), check_device="Slurm" not in _launcher(config))
             sweep, resume = _output_folder(config, "hydra.sweep.dir", "sweep", " (the sweep's first run printed it)")
@@ -463,9 +463,7 @@ class _Job:
         """The resolved config the job records (see :func:`_job_config`)."""
         if self.cell.job_config is None:
             self.cell.job_config = _job_config(self.cell.cfg)
-        if self.seed is None:
-            return self.cell.job_config
-        return {**self.cell.job_config, SEED_KEY: self.seed}
+        return self.cell.job_config if self.seed is None else {**self.cell.job_config, SEED_KEY: self.seed}
 
 
 def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: bool) -> list[_Job]:
@@ -512,11 +510,10 @@ def _seeds_per_job_errors(config: DictConfig, cell: _Cell) -> list[str]:
 def _without_seed(overrides: list[str]) -> tuple[tuple[str, ...], str | None]:
     """The job's cell key (its overrides without ``seed=...``) and that override; only a plain
     ``seed=<value>`` given once is split off (else: the whole list, None)."""
-    found = [i for i, o in enumerate(overrides) if o.split("=", 1)[0] == SEED_KEY]
-    if len(found) != 1:
+    seeds = [o for o in overrides if o.split("=", 1)[0] == SEED_KEY]
+    if len(seeds) != 1:
         return tuple(overrides), None
-    i = found[0]
-    return (*overrides[:i], *overrides[i + 1:]), overrides[i]
+    return tuple(o for o in overrides if o != seeds[0]), seeds[0]
 
 
 def _seed_in(cell: _Cell, seed_override: str) -> int | None:
@@ -535,9 +532,7 @@ def _seed_in(cell: _Cell, seed_override: str) -> int | None:
     except Exception:  # noqa: BLE001 - composed on its own, the job gets its message
         cell.scratch = None
         return None
-    if type(seed) is not int or seed_errors(seed):
-        return None
-    return seed
+    return seed if type(seed) is int and not seed_errors(seed) else None
 
 
 def _refers_to(cfg: DictConfig, key: str) -> bool:
