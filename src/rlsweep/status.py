@@ -113,8 +113,6 @@ class SweepStatus:
         return EXIT_OK if states <= {OK} else EXIT_FAILED
 
 
-# ---------------------------------------------------------------------------------------------- manifest
-
 
 def write_manifest(sweep_dir: Path, jobs: Sequence[tuple[int, Sequence[str], str | None]], launcher: str) -> None:
     """Add submitted jobs (``num``, ``overrides``, Slurm job id) to the sweep's manifest, atomically: the
@@ -140,16 +138,12 @@ def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, l
     return [(i, o, None) for i, o in enumerate(expand_sweep(multirun[1]))], MULTIRUN_FILE
 
 
-# ---------------------------------------------------------------------------------------------- records
-
 
 def checkpoint_env_steps(folder: Path) -> int | None:
     """Env steps of the job's last checkpoint, from its header line (the payload is not read)."""
     steps = (read_checkpoint_header(folder / CHECKPOINT_FILE) or {}).get("env_steps")
     return steps if isinstance(steps, int) else None
 
-
-# ---------------------------------------------------------------------------------------------- Slurm
 
 
 def _expand_array(task: str) -> list[str]:
@@ -160,11 +154,8 @@ def _expand_array(task: str) -> list[str]:
     out = []
     for part in m.group(2).split("%")[0].split(","):
         lo, _, hi = part.partition("-")
-        step = 1
-        if ":" in hi:
-            hi, step_text = hi.split(":", 1)
-            step = int(step_text)
-        out.extend(f"{m.group(1)}_{i}" for i in range(int(lo), int(hi or lo) + 1, step))
+        hi, _, step = hi.partition(":")
+        out.extend(f"{m.group(1)}_{i}" for i in range(int(lo), int(hi or lo) + 1, int(step or 1)))
     return out
 
 
@@ -234,8 +225,6 @@ def _killed_for_memory(sweep_dir: Path, slurm_job_id: str) -> bool:
     return False
 
 
-# ---------------------------------------------------------------------------------------------- resolve
-
 
 def _this_submission(record: dict[str, Any], slurm: SlurmState) -> bool:
     """Whether the record was written by this Slurm job (not by an earlier submission of the sweep)."""
@@ -299,8 +288,8 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
         if record is None:
             job.detail = "starting"
         elif job.env_steps is not None:
-            job.detail = f"{job.env_steps:,}/{total:,} env steps" if job.total_env_steps else f"{job.env_steps:,} env steps"
-            job.detail += " (last checkpoint)"
+            of_total = f"/{total:,}" if job.total_env_steps else ""
+            job.detail = f"{job.env_steps:,}{of_total} env steps (last checkpoint)"
         else:
             job.detail = "training (no checkpoint yet)"
     return job
@@ -322,8 +311,7 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
     unnumbered: list[Path] = []
     for folder in job_folders(root):
         record = read_record(folder)
-        num = job_num(folder, record)
-        if num is None:
+        if (num := job_num(folder, record)) is None:
             unnumbered.append(folder)
         else:
             records[num] = (folder, record)
@@ -339,10 +327,8 @@ def sweep_status(sweep_dir: str | os.PathLike[str], use_slurm: bool = True) -> S
             job = section(record, "job")
             if job.get("slurm_job_id") and job.get("slurm_array_index") is not None:
                 jobs_by_num[num] = (jobs_by_num[num][0], f"{job['slurm_job_id']}_{job['slurm_array_index']}")
-    states = None
-    if use_slurm:
-        array_ids = [sid.split("_", 1)[0] for _, sid in jobs_by_num.values() if sid]
-        states = slurm_states(array_ids, notes)
+    array_ids = [sid.split("_", 1)[0] for _, sid in jobs_by_num.values() if sid]
+    states = slurm_states(array_ids, notes) if use_slurm else None
     out = []
     for num in sorted(jobs_by_num):
         overrides, slurm_id = jobs_by_num[num]
@@ -402,16 +388,14 @@ def settle_records(status: SweepStatus) -> list[JobStatus]:
     return settled
 
 
-# ---------------------------------------------------------------------------------------------- output
-
 
 def render(status: SweepStatus) -> str:
     """The table: one line per job, then the counts and the exit status's meaning."""
     rows = [("job", "state", "slurm id", "detail", "overrides")]
     for j in status.jobs:
-        state = j.state + (f" (x{j.requeues})" if j.requeues and j.state != OK else "")
-        if j.state == OK and j.requeues:
-            state += f" (requeued x{j.requeues})"
+        state = j.state
+        if j.requeues:
+            state += f" (requeued x{j.requeues})" if j.state == OK else f" (x{j.requeues})"
         rows.append((str(j.num), state, j.slurm_job_id or "-", j.detail or "", " ".join(j.overrides) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
