@@ -54,12 +54,7 @@ def default_max_parallel(cpus: int, threads_per_job: int) -> int:
 
 def _override_values(overrides: Sequence[str], key: str) -> list[str]:
     """The values ``overrides`` give ``key`` (``key=v``, ``+key=v``, ``++key=v``), last one last."""
-    out = []
-    for o in overrides:
-        k, sep, v = o.partition("=")
-        if sep and k.lstrip("+") == key:
-            out.append(v.strip())
-    return out
+    return [v.strip() for k, sep, v in (o.partition("=") for o in overrides) if sep and k.lstrip("+") == key]
 
 
 def job_threads(overrides: Sequence[str], base_threads: Any, environ: Mapping[str, str]) -> int:
