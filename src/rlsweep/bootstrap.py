@@ -84,14 +84,12 @@ def learning_difference(ours: Sequence[float], peer: Sequence[float], n_boot: in
     a, b = np.asarray(ours, dtype=float), np.asarray(peer, dtype=float)
     rng = np.random.default_rng(seed)
     ra, rb = rng.choice(a, (n_boot, len(a))), rng.choice(b, (n_boot, len(b)))
-    diffs = ra.mean(1) - rb.mean(1)
-    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    lo, hi = interval(ra.mean(1) - rb.mean(1))
     # the pairwise comparison is n_boot x len(a) x len(b): bounded so 100 seeds a side stays small
     k = min(n_boot, 2000)
-    p_lo, p_hi = np.percentile(_p_improvement(ra[:k], rb[:k]), [2.5, 97.5])
     return {"n_ours": len(a), "n_peer": len(b), "mean_ours": float(a.mean()), "mean_peer": float(b.mean()),
-            "mean_diff": float(a.mean() - b.mean()), "ci_low": float(lo), "ci_high": float(hi),
-            "p_improvement": float(_p_improvement(a, b)), "p_improvement_ci": [float(p_lo), float(p_hi)],
+            "mean_diff": float(a.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
+            "p_improvement": float(_p_improvement(a, b)), "p_improvement_ci": list(interval(_p_improvement(ra[:k], rb[:k]))),
             "no_worse": bool(hi >= 0)}
 
 
