@@ -60,8 +60,7 @@ def acquire(folder: Path) -> bool:
     except BaseException:
         os.close(fd)
         raise
-    since = utc_now("seconds")
-    info = {"pid": os.getpid(), "hostname": socket.gethostname(), "since": since}
+    info = {"pid": os.getpid(), "hostname": socket.gethostname(), "since": utc_now("seconds")}
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
     _HELD[key] = fd
