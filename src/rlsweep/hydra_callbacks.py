@@ -337,12 +337,10 @@ def _in_use(folder: Path, record: dict[str, Any]) -> str | None:
 
 
 def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
-    record = read_record(out)
-    if record is None:
+    if (record := read_record(out)) is None:
         return
-    problem = _in_use(out, record) or resume_refusal(
-        resume_decision(record, lambda: _job_config(config), resume), out, "hydra.run.dir")
-    if problem:
+    if problem := _in_use(out, record) or resume_refusal(
+            resume_decision(record, lambda: _job_config(config), resume), out, "hydra.run.dir"):
         fail([problem], title=FOLDER)
 
 
@@ -473,12 +471,9 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
     jobs = []
     for overrides in sweep:
         key, seed_override = _without_seed(overrides)
-        cell = cells.get(key)
-        if cell is not None and seed_override is not None:
-            seed = _seed_in(cell, seed_override)
-            if seed is not None:
-                jobs.append(_Job(overrides, cell, seed))
-                continue
+        if (seed := _seed_in(cells.get(key), seed_override)) is not None:
+            jobs.append(_Job(overrides, cells[key], seed))
+            continue
         job = " ".join(overrides)
         try:  # Hydra composed the sweep's base config; a job's own values are first composed here
             cfg = _compose(config, overrides)
@@ -516,10 +511,10 @@ def _without_seed(overrides: list[str]) -> tuple[tuple[str, ...], str | None]:
     return tuple(o for o in overrides if o != seeds[0]), seeds[0]
 
 
-def _seed_in(cell: _Cell, seed_override: str) -> int | None:
+def _seed_in(cell: _Cell | None, seed_override: str | None) -> int | None:
     """The seed ``seed_override`` gives a job of ``cell``, set as Hydra sets it; None where the job
-    must be checked on its own (the cell's config refers to the seed, or the seed is not valid)."""
-    if not cell.seed_only:
+    must be checked on its own (no cell or seed yet, the cell's config refers to the seed, or the seed is not valid)."""
+    if cell is None or seed_override is None or not cell.seed_only:
         return None
     try:
         if cell.scratch is None:
