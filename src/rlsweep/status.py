@@ -189,8 +189,7 @@ def slurm_states(array_ids: Sequence[str], notes: list[str]) -> dict[str, SlurmS
     """Every task of these arrays in Slurm's accounting; None (and a note) when sacct is not usable."""
     if not array_ids:
         return None
-    sacct = shutil.which("sacct")
-    if sacct is None:
+    if (sacct := shutil.which("sacct")) is None:
         notes.append("sacct not found: states from the records only (pending / cancelled / timed out unknown)")
         return None
     try:
