@@ -132,8 +132,7 @@ def _expected_jobs(sweep_dir: Path, notes: list[str]) -> tuple[list[tuple[int, l
         jobs = [(int(j["num"]), [str(o) for o in j.get("overrides") or []], j.get("slurm_job_id"))
                 for j in manifest["jobs"] if isinstance(j, dict) and isinstance(j.get("num"), int)]
         return jobs, MANIFEST_FILE
-    multirun = multirun_sweep(sweep_dir, notes)
-    if multirun is None:
+    if (multirun := multirun_sweep(sweep_dir, notes)) is None:
         return [], "job folders"
     return [(i, o, None) for i, o in enumerate(expand_sweep(multirun[1]))], MULTIRUN_FILE
 
@@ -354,8 +353,7 @@ def slurm_verdicts(status: SweepStatus) -> dict[Path, tuple[JobStatus, dict[str,
     for job in status.jobs:
         if job.slurm_state not in _SETTLING or job.state not in (CANCELLED, TIMED_OUT, FAILED) or not job.folder:
             continue
-        record = read_record(Path(job.folder))
-        if record is not None and record.get("status") in (RUNNING, INTERRUPTED):
+        if (record := read_record(Path(job.folder))) is not None and record.get("status") in (RUNNING, INTERRUPTED):
             out[Path(job.folder)] = job, record
     return out
 
