@@ -149,11 +149,9 @@ def finished_episodes(info: dict[str, Any], by_env: bool = False) -> list[tuple[
     (return, length, env index): a job that trains several seeds tells their episodes apart by it."""
     if "episode" not in info:
         return []
-    mask = info["_episode"]
     ep = info["episode"]
-    if by_env:
-        return [(float(ep["r"][i]), int(ep["l"][i]), int(i)) for i in np.flatnonzero(mask)]
-    return [(float(ep["r"][i]), int(ep["l"][i])) for i in np.flatnonzero(mask)]
+    found = [(float(ep["r"][i]), int(ep["l"][i]), int(i)) for i in np.flatnonzero(info["_episode"])]
+    return found if by_env else [f[:2] for f in found]
 
 
 def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_cfg: EnvConfig, episodes: int, seed: int) -> list[float]:
