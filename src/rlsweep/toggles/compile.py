@@ -140,18 +140,13 @@ def prepare_vec_isa(cache_dir: str) -> str:
     if cached:
         # trusted, inductor still builds and loads a kernel for some sub-features (AVX-512 VNNI, BF16):
         # here, off the compiling thread; its process-wide caches then answer the compile
-        inductor_config.cpp.vec_isa_ok = True
-        try:
+        with inductor_config.patch("cpp.vec_isa_ok", True):
             cpu_vec_isa.valid_vec_isa_list()
-        finally:
-            inductor_config.cpp.vec_isa_ok = None
         return "cached"
     probed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]  # torch's probe: builds and loads
-    inductor_config.cpp.vec_isa_ok = True
-    try:  # the list trusting the CPU's flags alone (uncached: valid_vec_isa_list caches the probed one)
+    # the list trusting the CPU's flags alone (uncached: valid_vec_isa_list caches the probed one)
+    with inductor_config.patch("cpp.vec_isa_ok", True):
         reported = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list.__wrapped__()]
-    finally:
-        inductor_config.cpp.vec_isa_ok = None
     if reported and sorted(probed) == sorted(reported):
         from rlsweep.records import write_json_atomic
 
