@@ -154,18 +154,16 @@ class Update:
         out = loss_fn()
         loss, aux = out if has_aux else (out, None)
         optimizer.zero_grad(set_to_none=True)
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            if max_grad_norm is not None:
-                self.scaler.unscale_(optimizer)
-                nn.utils.clip_grad_norm_(params, max_grad_norm)
-            self.scaler.step(optimizer)
-        else:
-            loss.backward()
-            if max_grad_norm is not None:
-                nn.utils.clip_grad_norm_(params, max_grad_norm)
+        scaler = self.scaler
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        if max_grad_norm is not None:
+            if scaler is not None:
+                scaler.unscale_(optimizer)  # the norm is of the true gradients
+            nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], max_grad_norm)
+        if scaler is None:
             optimizer.step()
+        else:
+            scaler.step(optimizer)
         return (loss.detach(), aux) if has_aux else loss.detach()
 
     # -- compiled: one graph -------------------------------------------------------------------------
