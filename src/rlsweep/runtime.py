@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,12 +62,6 @@ _NO_AUTOCAST = contextlib.nullcontext()  # reusable: one object for every float3
 
 class NonFiniteLossError(FloatingPointError):
     """Raised when a loss becomes NaN/inf: the job stops instead of silently diverging."""
-
-
-def check_finite(loss: torch.Tensor, update: int) -> None:
-    """One host sync per call: use once per iteration on the accumulated losses."""
-    if not bool(torch.isfinite(loss).all()):
-        raise NonFiniteLossError(f"non-finite loss at update {update}")
 
 
 @dataclasses.dataclass
@@ -171,9 +166,10 @@ class Runtime:
         """Stop a seed whose ``loss`` (one per seed last, or a scalar) is NaN or infinite, with one host sync:
         raises :class:`NonFiniteLossError` for one seed; with several it marks the seed failed (the others
         train on) and raises once every seed has failed."""
-        if self.seeds == 1:
-            return check_finite(loss, update)
-        for k, ok in enumerate(torch.isfinite(loss).reshape(-1, self.seeds).all(0).tolist()):
+        finite = torch.isfinite(loss).reshape(-1, self.seeds).all(0).tolist()  # the one host sync
+        if self.seeds == 1 and not finite[0]:
+            raise NonFiniteLossError(f"non-finite loss at update {update}")
+        for k, ok in enumerate(finite):
             if not ok and k not in self.failed:
                 self.failed[k] = f"non-finite loss at update {update}"
         if len(self.failed) == self.seeds:
@@ -308,16 +304,14 @@ class PinnedStaging:
         self.device = device
         self._allocate = allocate or (lambda shape, dtype: torch.empty(shape, dtype=dtype, pin_memory=True))
         self._new_event = new_event or (lambda: torch.cuda.Event())
-        # (shape, dtype) -> [next slot index, [buffer, event of its last asynchronous copy or None] * SLOTS]
-        self._rings: dict[tuple[tuple[int, ...], torch.dtype], list[Any]] = {}
+        # (shape, dtype) -> its SLOTS [buffer, event of its last asynchronous copy or None], in turn
+        self._rings: dict[tuple[tuple[int, ...], torch.dtype], Iterator[list[Any]]] = {}
 
     def to_device(self, t: torch.Tensor, non_blocking: bool) -> torch.Tensor:
         key = (tuple(t.shape), t.dtype)
-        ring = self._rings.get(key)
-        if ring is None:
-            ring = self._rings[key] = [0, *([self._allocate(key[0], t.dtype), None] for _ in range(self.SLOTS))]
-        slot = ring[1 + ring[0]]
-        ring[0] = (ring[0] + 1) % self.SLOTS
+        if key not in self._rings:
+            self._rings[key] = itertools.cycle([[self._allocate(key[0], t.dtype), None] for _ in range(self.SLOTS)])
+        slot = next(self._rings[key])
         if slot[1] is not None:
             slot[1].synchronize()  # the last copy out of this buffer has finished: it may be overwritten
             slot[1] = None
