@@ -131,9 +131,6 @@ class SeedBuffers:
     def __len__(self) -> int:
         return len(self.buffers[0])  # every seed stores one vector step at a time
 
-    def nbytes(self) -> int:
-        return sum(b.nbytes() for b in self.buffers)
-
     def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, next_obs: np.ndarray,
             terminated: np.ndarray) -> None:
         parts = [np.split(x, len(self.buffers)) for x in (obs, actions, rewards, next_obs, terminated)]
