@@ -171,8 +171,7 @@ class SAC(Algorithm):
 
     # -- acting --------------------------------------------------------------------------------
     def _act(self, actor: Actor, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        action, _ = actor(obs, noise)
-        return action
+        return actor(obs, noise)[0]  # the action, without its log-probability
 
     def _acting_noise(self, generator: torch.Generator) -> torch.Tensor:
         """One seed's standard-normal acting noise, a row per env, from the seed's own stream."""
