@@ -129,15 +129,13 @@ class Runtime:
 
     def draw(self, fn: Callable[[torch.Generator], torch.Tensor], dim: int = 0) -> torch.Tensor:
         """``fn(generator)`` for each seed's own random stream, concatenated along ``dim`` (the envs')."""
-        if len(self.rngs) == 1:
-            return fn(self.rngs[0])
-        return torch.cat([fn(g) for g in self.rngs], dim)
+        draws = [fn(g) for g in self.rngs]
+        return draws[0] if len(draws) == 1 else torch.cat(draws, dim)
 
     def draw_per_seed(self, fn: Callable[[torch.Generator], torch.Tensor]) -> torch.Tensor:
         """``fn(generator)`` for each seed, stacked on a new leading dimension (none with one seed)."""
-        if len(self.rngs) == 1:
-            return fn(self.rngs[0])
-        return torch.stack([fn(g) for g in self.rngs])
+        draws = [fn(g) for g in self.rngs]
+        return draws[0] if len(draws) == 1 else torch.stack(draws)
 
     def rows(self, x: torch.Tensor, env_dim: int) -> torch.Tensor:
         """``x``'s dimensions up to ``env_dim`` (every seed's envs, seed by seed) as seed-major rows."""
