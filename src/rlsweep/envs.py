@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from copy import deepcopy
@@ -156,17 +157,14 @@ def finished_episodes(info: dict[str, Any], by_env: bool = False) -> list[tuple[
 
 def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_cfg: EnvConfig, episodes: int, seed: int) -> list[float]:
     """Returns of ``episodes`` episodes of the deterministic ``policy``, one per env, batched."""
-    envs = make_envs(env_cfg, episodes, seed)
-    obs, _ = envs.reset(seed=seed)
     returns: list[float | None] = [None] * episodes
-    try:
+    with contextlib.closing(make_envs(env_cfg, episodes, seed)) as envs:
+        obs, _ = envs.reset(seed=seed)
         while any(r is None for r in returns):
             obs, _, _, _, info = envs.step(policy(obs))
             for ret, _length, i in finished_episodes(info, by_env=True):
                 if returns[i] is None:
                     returns[i] = ret
-    finally:
-        envs.close()
     return [float(r) for r in returns if r is not None]
 
 
@@ -190,22 +188,15 @@ def atari_errors(env_cfg: EnvConfig) -> list[str]:
         import cv2  # noqa: F401 - gymnasium's AtariPreprocessing resizes with it
     except ImportError as exc:
         errors.append(f"env.atari=true needs ale-py and opencv ({exc}): pip install -e '.[atari]'")
-    for key in ("frame_skip", "frame_stack"):
-        if getattr(env_cfg, key) < 1:
-            errors.append(f"env.{key} must be >= 1, got {getattr(env_cfg, key)}")
-    if env_cfg.noop_max < 0:
-        errors.append(f"env.noop_max must be >= 0, got {env_cfg.noop_max}")
+    errors += [f"env.{key} must be >= {low}, got {getattr(env_cfg, key)}"
+               for key, low in (("frame_skip", 1), ("frame_stack", 1), ("noop_max", 0)) if getattr(env_cfg, key) < low]
     return errors + in_range_errors("env.repeat_action_probability", env_cfg.repeat_action_probability, 0, 1)
 
 
 @functools.cache
 def _observation_space(env_id: str, atari: bool, frame_stack: int) -> gym.Space:
-    cfg = EnvConfig(id=env_id, atari=atari, frame_stack=frame_stack)
-    envs = make_envs(cfg, 1, 0)
-    try:
+    with contextlib.closing(make_envs(EnvConfig(id=env_id, atari=atari, frame_stack=frame_stack), 1, 0)) as envs:
         return envs.single_observation_space
-    finally:
-        envs.close()
 
 
 def observation_space(env_cfg: EnvConfig) -> gym.Space:

@@ -65,11 +65,8 @@ def initial_parameters(cfg: Any) -> dict[str, Any]:
     with applied_toggles(cfg, device) as (rt, _):
         rt.seed_values = (cfg.seed,)  # the networks are built from the job's seed, as the runner builds them
         seed_everything(cfg.seed)
-        envs = make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)
-        try:
+        with contextlib.closing(make_envs(cfg.env, cfg.algo.num_envs, cfg.seed)) as envs:
             return parameters(algorithm_class(cfg.algo._target_)(cfg, envs, rt, PhaseTimer(device)))
-        finally:
-            envs.close()
 
 
 def assert_seeds_together_are_seeds_alone(cfg: Any, seeds: Sequence[int]) -> None:
