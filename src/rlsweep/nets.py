@@ -78,11 +78,10 @@ class MLP(nn.Sequential):
                 weight = layer._parameters["weight"].detach()  # type: ignore[union-attr]
                 if weight.dim() == 3:  # stacked: (seeds, out, in)
                     seeds = weight.shape[0]
-                    bias, weight_t = bias.unsqueeze(1), weight.transpose(1, 2)
-                    ops.append(lambda x, bias=bias, weight_t=weight_t: torch.baddbmm(bias, x, weight_t))
+                    bias, weight_t, op = bias.unsqueeze(1), weight.transpose(1, 2), torch.baddbmm
                 else:
-                    weight_t = weight.t()
-                    ops.append(lambda x, bias=bias, weight_t=weight_t: torch.addmm(bias, x, weight_t))
+                    weight_t, op = weight.t(), torch.addmm
+                ops.append(lambda x, op=op, bias=bias, weight_t=weight_t: op(bias, x, weight_t))
             else:
                 return None
 
