@@ -267,10 +267,12 @@ class _StartedRun:
 def _seats(tmp_path: Path) -> list:
     """The seats of a job training seeds 0 and 1 together, their records started."""
     from rlsweep import checkpoint, job
+    from rlsweep.tracking import resolved_logger
 
     cfg = tiny_cfg("ppo")
     seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
-                                                             "sweep_dir": None, "overrides": []}, {})
+                                                             "sweep_dir": None, "overrides": []}, {},
+                       resolved_logger(cfg.logger))
              for seed in (0, 1)]
     for seat in seats:
         seat.record = job._first_record(seat, tmp_path / "checkpoint.pt", checkpoint.Found())

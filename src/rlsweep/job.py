@@ -48,6 +48,7 @@ from rlsweep.signals import Interrupted, skip_final_gc_at_exit, stop_requested
 from rlsweep.tracking import (
     JOB_TYPE_TRAIN,
     Tracker,
+    WandbSettings,
     nest,
     resolved_logger,
     run_group,
@@ -102,6 +103,8 @@ class _Seat:
     cfg: TrainConfig
     info: dict[str, Any]
     resolved: dict[str, Any]
+    #: where its W&B run logs: the config, else W&B's environment variables (resolved once for the job)
+    wandb: WandbSettings
     record: dict[str, Any] = dataclasses.field(default_factory=dict)
     resumed: Any = None
     tracker: Tracker | None = None
@@ -115,15 +118,16 @@ def _seats(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) ->
     """The seeds this job trains: its own, and under ``seeds_per_job`` the rest of its group, each as the
     job of that seed alone would be (its folder, overrides, seed), as the launcher planned them."""
     group = read_group(Path(info["sweep_dir"]), info["num"]) if info.get("sweep_dir") else None
+    wandb = resolved_logger(tcfg.logger)  # the seeds of a group differ in their seed alone
     if not group:
         if tcfg.seeds_per_job > 1:
             log.warning("seeds_per_job=%d: this job is not part of a sweep's group (a single run, or a launcher "
                         "that does not group): it trains its own seed", tcfg.seeds_per_job)
-        return [_Seat(tcfg, info, resolved)]
+        return [_Seat(tcfg, info, resolved, wandb)]
     sweep_dir = Path(info["sweep_dir"])
     return [_Seat(dataclasses.replace(tcfg, seed=m["seed"]),
                   {**info, "num": m["num"], "output_dir": str(sweep_dir / str(m["num"])), "overrides": m["overrides"]},
-                  {**resolved, "seed": m["seed"]}) for m in group]
+                  {**resolved, "seed": m["seed"]}, wandb) for m in group]
 
 
 def train_job(cfg: DictConfig) -> dict[str, Any]:
@@ -356,12 +360,11 @@ def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str,
     record["resumed_from"] = None if resumed is None else {
         "checkpoint": str(ckpt), "env_steps": resumed["env_steps"], "written_at": resumed.get("written_at"),
         "code": resumed.get("code")}
-    wandb_settings = resolved_logger(tcfg.logger)  # the config, else W&B's environment variables
     # where W&B logs, in the running record too (the report reads it from any record)
-    record["logging"] = {"wandb_mode": wandb_settings.mode, "wandb_project": wandb_settings.project,
-                         "wandb_entity": wandb_settings.entity, "wandb_dir": wandb_settings.dir,
-                         "wandb_run_dir": None,
-                         "wandb_run_id": stable_run_id(seat.out_dir) if wandb_settings.mode != "disabled" else None,
+    wandb = seat.wandb
+    record["logging"] = {"wandb_mode": wandb.mode, "wandb_project": wandb.project, "wandb_entity": wandb.entity,
+                         "wandb_dir": wandb.dir, "wandb_run_dir": None,
+                         "wandb_run_id": stable_run_id(seat.out_dir) if wandb.mode != "disabled" else None,
                          "errors": []}
     return record
 
@@ -371,7 +374,7 @@ def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
     tcfg, info, out_dir = seat.cfg, seat.info, seat.out_dir
     columns = {k: v for k, v in seat.resolved.items() if k not in INVOCATION_KEYS}  # nest merges them with the rest
     return Tracker(
-        resolved_logger(tcfg.logger),
+        seat.wandb,
         out_dir,
         stable_run_id(out_dir),
         concurrent,
