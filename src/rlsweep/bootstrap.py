@@ -89,7 +89,8 @@ def learning_difference(ours: Sequence[float], peer: Sequence[float], n_boot: in
     k = min(n_boot, 2000)
     return {"n_ours": len(a), "n_peer": len(b), "mean_ours": float(a.mean()), "mean_peer": float(b.mean()),
             "mean_diff": float(a.mean() - b.mean()), "ci_low": lo, "ci_high": hi,
-            "p_improvement": float(_p_improvement(a, b)), "p_improvement_ci": list(interval(_p_improvement(ra[:k], rb[:k]))),
+            "p_improvement": float(_p_improvement(a, b)),
+            "p_improvement_ci": list(interval(_p_improvement(ra[:k], rb[:k]))),
             "no_worse": bool(hi >= 0)}
 
 

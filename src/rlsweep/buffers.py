@@ -16,7 +16,8 @@ import numpy as np
 
 
 class ReplayBuffer:
-    """One seed's replay of transitions from ``num_envs`` envs, in numpy, sampled uniformly with replacement from its own generator."""
+    """One seed's replay of transitions from ``num_envs`` envs, in numpy, sampled uniformly with replacement
+    from its own generator."""
 
     def __init__(self, capacity: int, num_envs: int, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
                  action_dtype: type | np.dtype, seed: int, obs_dtype: type | np.dtype = np.float32,

@@ -100,8 +100,8 @@ def _code_digest(*files: str) -> str:
 
 def one_off_key(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     """What a cell's cold compile depends on, and its digest: the cell's config but the keys that change no
-    compiled graph (:data:`rlsweep.records.NOT_COMPILED`, the cache's folder), torch and CUDA, the device (the GPU, or the
-    CPU with its flags and the C++ compiler), and the code (rlsweep's and the algorithm's module)."""
+    compiled graph (:data:`rlsweep.records.NOT_COMPILED`, the cache's folder), torch and CUDA, the device (the
+    GPU, or the CPU with its flags and the C++ compiler), and the code (rlsweep's and the algorithm's module)."""
     import torch
 
     from rlsweep.algos import algorithm_class
