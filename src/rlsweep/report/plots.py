@@ -14,7 +14,7 @@ import numpy as np
 
 from rlsweep.records import PHASES
 from rlsweep.report.model import Report
-from rlsweep.report.render import cell_marks
+from rlsweep.report.render import cell_marks, ratio_intervals
 
 
 def _new_figure(width_in: float, height_in: float) -> Any:
@@ -58,10 +58,7 @@ def _ratio_rows(report: Report) -> list[_Row]:
                  (e.end_to_end, e.end_to_end_ci_low, e.end_to_end_ci_high),
                  ["NOT CLEAN"] * (e.clean is False) + ["LEARNING"] * (e.learning or "").startswith("NUMBERS CHANGED"))
             for e in report.marginal_effects if e.effect is not None]
-    return rows + [_Row(c.label + (" (baseline)" if c.is_baseline else ""),
-                        (c.ratio, None, None) if c.is_baseline else (c.ratio, c.ci_low, c.ci_high),
-                        (c.end_to_end_ratio, None, None) if c.is_baseline else
-                        (c.end_to_end_ratio, c.end_to_end_ci_low, c.end_to_end_ci_high), cell_marks(c))
+    return rows + [_Row(c.label + (" (baseline)" if c.is_baseline else ""), *ratio_intervals(c), cell_marks(c))
                    for c in report.cells if c.ratio is not None or c.end_to_end_ratio is not None]
 
 

@@ -59,12 +59,19 @@ def _not_applicable_groups(report: Report) -> list[tuple[str, str]]:
 TERMINAL_WIDTH = 120
 
 
-def _short_ratio(ratio: float | None, low: float | None, high: float | None, baseline: bool = False,
-                 unit: str = "") -> str:
+def ratio_intervals(cell: CellSummary) -> list[tuple[float | None, float | None, float | None]]:
+    """The cell's steady-state and end-to-end ratios, each with its 95% interval (value, low, high), as the terminal,
+    summary.md and ratio.png show them: a baseline's without one (it is the reference, its bounds 1 by definition)."""
+    both = ((cell.ratio, cell.ci_low, cell.ci_high),
+            (cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high))
+    return [(value, None, None) if cell.is_baseline else (value, low, high) for value, low, high in both]
+
+
+def _short_ratio(ratio: float | None, low: float | None, high: float | None, unit: str = "") -> str:
     """``1.65 [1.60, 1.70]``: two decimals for the terminal (summary.md keeps three)."""
     if ratio is None:
         return "-"
-    return f"{ratio:.2f}{unit}" + ("" if baseline or low is None or high is None else " " + _ci_text(low, high, ".2f"))
+    return f"{ratio:.2f}{unit}" + ("" if low is None or high is None else " " + _ci_text(low, high, ".2f"))
 
 
 def cell_marks(cell: CellSummary, learning: str = "LEARNING") -> list[str]:
@@ -132,8 +139,7 @@ def verdict_lines(report: Report) -> list[str]:
     best = max(rated, key=lambda c: (c.ratio or 0.0, c.label))
     if len(report.marginal_effects) == 1 and len(rated) == 1:  # one toggle, two values: its line said it all
         return lines
-    steady = _short_ratio(best.ratio, best.ci_low, best.ci_high, unit="x")
-    e2e = _short_ratio(best.end_to_end_ratio, best.end_to_end_ci_low, best.end_to_end_ci_high, unit="x")
+    steady, e2e = (_short_ratio(*interval, unit="x") for interval in ratio_intervals(best))
     lead = ("Best combination: " if report.marginal_effects else "Best cell: ") if (best.ratio or 0) > 1.0 else \
         "Nothing beat the baseline; the best: "
     why = (best.ratio_note or "").removeprefix("no interval: ") or None
@@ -190,8 +196,7 @@ def render_table(report: Report, color: bool) -> str:
         ("* " if cell.is_baseline else "  ") + cell.label,
         f"{cell.n_ok}/{cell.n_ok + cell.n_failed + cell.n_missing}",
         _fmt(cell.env_steps_per_s, ".1f"),
-        _short_ratio(cell.ratio, cell.ci_low, cell.ci_high, cell.is_baseline),
-        _short_ratio(cell.end_to_end_ratio, cell.end_to_end_ci_low, cell.end_to_end_ci_high, cell.is_baseline),
+        *[_short_ratio(*interval) for interval in ratio_intervals(cell)],
         # the timed jobs' compile seconds, and the cell's cold compile (the preparation's) in brackets
         _fmt(cell.compile_s, ".2f") + (f" ({cell.cold_compile_s:.1f})" if cell.cold_compile_s is not None else ""),
         _fmt(cell.final_return_median, ".4g"),
@@ -372,11 +377,10 @@ def _md_verdict(lines: list[str]) -> list[str]:
 def _md_ratios(cell: CellSummary) -> tuple[str, str, str, str, str]:
     """The cell's label (bold for a baseline), its steady ratio (marked when a measurement flag makes it
     not clean) and CI, its end-to-end ratio and CI."""
-    base, unclean = cell.is_baseline, cell.ratio is not None and cell.ratio_clean is False
-    return (f"**{cell.label}** (baseline)" if base else cell.label,
-            _fmt(cell.ratio, ".3f") + (" (not clean)" if unclean else ""),
-            "-" if base else _ci_text(cell.ci_low, cell.ci_high), _fmt(cell.end_to_end_ratio, ".3f"),
-            "-" if base else _ci_text(cell.end_to_end_ci_low, cell.end_to_end_ci_high))
+    (ratio, *ci), (e2e, *e2e_ci) = ratio_intervals(cell)
+    return (f"**{cell.label}** (baseline)" if cell.is_baseline else cell.label,
+            _fmt(ratio, ".3f") + (" (not clean)" if ratio is not None and cell.ratio_clean is False else ""),
+            _ci_text(*ci), _fmt(e2e, ".3f"), _ci_text(*e2e_ci))
 
 
 def _md_cell_row(cell: CellSummary) -> list[str]:
