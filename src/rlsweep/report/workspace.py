@@ -19,7 +19,7 @@ from typing import Any
 from rlsweep.records import PHASES, walk_records, write_bytes_atomic
 from rlsweep.report.load import is_toggle_dim
 from rlsweep.report.model import Report
-from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN
+from rlsweep.tracking import ENV_STEPS_METRIC, JOB_TYPE_TRAIN, offline_copies, stable_run_id
 
 WORKSPACE_FILE = "wandb_workspace.json"
 #: summary metrics of a job's run (see rlsweep.job._summary_metrics) the panels show
@@ -141,8 +141,6 @@ def publish_workspace(report: Report, out_dir: Path) -> tuple[Path | None, str |
 def offline_sync_command(sweep: Path) -> str | None:
     """One shell line that uploads the sweep's offline W&B runs (its jobs' and its report's) with ``wandb sync``,
     then saves the sweep's workspace (:mod:`rlsweep.report.workspace`); None when no job logged offline."""
-    from rlsweep.tracking import offline_copies, stable_run_id
-
     sweep = sweep.resolve()
     report = sweep / "report"  # the report's own run is in the jobs' logger.dir, else in this folder
     runs: list[Path] = []
