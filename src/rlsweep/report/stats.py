@@ -595,18 +595,15 @@ def _marginal_effect(toggle: str, a: str, b: str,
     if not pairs:
         return eff
     steady = _over_pairs(pairs, "rate_by_seed")
-    if steady is None:  # no two seeds ran in every cell of the pairs: the pairs' ratios, without an interval
+    if steady.method is None:  # no two seeds ran in every cell of the pairs: the pairs' ratios, without an interval
         eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
-        common = set.intersection(*(set(c.rate_by_seed) for pair in pairs for c in pair))
-        eff.why = _per_process("1 seed" if len(common) == 1 else "fewer than 2 seeds ran in every cell of its pairs",
-                               any(c.grouped for pair in pairs for c in pair))
+        eff.why = _per_process(str(steady.why), any(c.grouped for pair in pairs for c in pair))
     else:
         eff.effect, eff.ci_low, eff.ci_high, eff.ci_method = steady.ratio, steady.ci_low, steady.ci_high, steady.method
         eff.n_seeds, eff.seeds_needed, eff.why = steady.n, steady.seeds_for(), steady.why
-    if (e2e := _over_pairs([(cb, ca) for ca, cb in pairs], "wall_by_seed")) is not None:
+    if (e2e := _over_pairs([(cb, ca) for ca, cb in pairs], "wall_by_seed")).method is not None:
         eff.end_to_end, eff.end_to_end_ci_low, eff.end_to_end_ci_high = e2e.ratio, e2e.ci_low, e2e.ci_high
-    evens = [even[0] for ca, cb in pairs if (even := _break_even(cb, ca)) is not None]
-    eff.break_even_env_steps = float(np.median(evens)) if evens else None
+    eff.break_even_env_steps = _median([even[0] for ca, cb in pairs if (even := _break_even(cb, ca)) is not None])
     eff.learning = _toggle_learning(toggle, pairs)
     return eff
 
@@ -627,12 +624,14 @@ def _toggle_learning(toggle: str, pairs: list[tuple[CellSummary, CellSummary]]) 
         "" if changed else " (every final return unchanged)")
 
 
-def _over_pairs(pairs: list[tuple[CellSummary, CellSummary]], by_seed: str) -> SeedRatio | None:
+def _over_pairs(pairs: list[tuple[CellSummary, CellSummary]], by_seed: str) -> SeedRatio:
     """The second cells' ``by_seed`` values over the first cells', pairs pooled seed by seed (each seed's
-    geometric mean over the pairs), over the seeds that ran in every cell; None when fewer than 2 did."""
+    geometric mean over the pairs), over the seeds that ran in every cell; when fewer than 2 did, no ratio
+    (NaN, no ``method``) and ``why``."""
     seeds = set.intersection(*(set(getattr(c, by_seed)) for pair in pairs for c in pair))
     if len(seeds) < 2:
-        return None
+        return SeedRatio(math.nan, n=len(seeds),
+                         why="1 seed" if len(seeds) == 1 else "fewer than 2 seeds ran in every cell of its pairs")
     pooled = [{s: math.exp(float(np.mean([math.log(getattr(p[side], by_seed)[s]) for p in pairs]))) for s in seeds}
               for side in (1, 0)]
     if by_seed != "rate_by_seed":
