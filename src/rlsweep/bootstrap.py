@@ -129,10 +129,10 @@ class SeedRatio:
     log_sd: float | None = None
     why: str | None = None
 
-    def seeds_for(self, effect: float | None = None) -> int | None:
-        """Seeds per cell whose interval would exclude 1 for an effect of ``effect`` (default: the one seen)
-        at this noise; None when there is no noise estimate or no effect."""
-        size = abs(math.log(effect if effect is not None else self.ratio))
+    def seeds_for(self) -> int | None:
+        """Seeds per cell whose interval would exclude 1 for the effect seen, at this noise; None when there is
+        no noise estimate or no effect."""
+        size = abs(math.log(self.ratio))
         if self.log_sd is None or size < 1e-9:
             return None
         spread = self.log_sd * (1.0 if self.method == "paired by seed" else math.sqrt(2.0))

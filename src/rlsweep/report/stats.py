@@ -595,12 +595,11 @@ def _marginal_effect(toggle: str, a: str, b: str,
     if not pairs:
         return eff
     steady = _over_pairs(pairs, "rate_by_seed")
+    eff.effect, eff.ci_low, eff.ci_high, eff.ci_method = steady.ratio, steady.ci_low, steady.ci_high, steady.method
+    eff.n_seeds, eff.seeds_needed, eff.why = steady.n, steady.seeds_for(), steady.why
     if steady.method is None:  # no two seeds ran in every cell of the pairs: the pairs' ratios, without an interval
         eff.effect = float(np.exp(np.mean([np.log(p.ratio) for p in eff.pairs])))
         eff.why = _per_process(str(steady.why), any(c.grouped for pair in pairs for c in pair))
-    else:
-        eff.effect, eff.ci_low, eff.ci_high, eff.ci_method = steady.ratio, steady.ci_low, steady.ci_high, steady.method
-        eff.n_seeds, eff.seeds_needed, eff.why = steady.n, steady.seeds_for(), steady.why
     if (e2e := _over_pairs([(cb, ca) for ca, cb in pairs], "wall_by_seed")).method is not None:
         eff.end_to_end, eff.end_to_end_ci_low, eff.end_to_end_ci_high = e2e.ratio, e2e.ci_low, e2e.ci_high
     eff.break_even_env_steps = _median([even[0] for ca, cb in pairs if (even := _break_even(cb, ca)) is not None])
@@ -630,7 +629,7 @@ def _over_pairs(pairs: list[tuple[CellSummary, CellSummary]], by_seed: str) -> S
     (NaN, no ``method``) and ``why``."""
     seeds = set.intersection(*(set(getattr(c, by_seed)) for pair in pairs for c in pair))
     if len(seeds) < 2:
-        return SeedRatio(math.nan, n=len(seeds),
+        return SeedRatio(math.nan,
                          why="1 seed" if len(seeds) == 1 else "fewer than 2 seeds ran in every cell of its pairs")
     pooled = [{s: math.exp(float(np.mean([math.log(getattr(p[side], by_seed)[s]) for p in pairs]))) for s in seeds}
               for side in (1, 0)]
