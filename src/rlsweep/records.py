@@ -259,6 +259,12 @@ def job_alive(record: dict[str, Any]) -> bool | None:
     return pid != os.getpid() and process_alive(pid)
 
 
+def killed(record: dict[str, Any]) -> bool:
+    """Whether ``record`` says ``running`` while the process that wrote it, on this machine, is gone: the
+    verdict :data:`KILLED` (:func:`killed_error` when written into the record)."""
+    return record.get("status") == STATUS_RUNNING and job_alive(record) is False
+
+
 def override_key(override: str) -> str:
     """``+algo.lr=1`` -> ``algo.lr``."""
     return override.split("=", 1)[0].lstrip("+~")

@@ -32,9 +32,9 @@ from rlsweep.records import (
     STATUS_OK,
     STATUS_RUNNING,
     expand_sweep,
-    job_alive,
     job_folders,
     job_num,
+    killed,
     last_line,
     multirun_sweep,
     read_checkpoint_header,
@@ -262,7 +262,8 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
     elif sstate == "CANCELLED":
         job.state, job.detail = CANCELLED, "cancelled (scancel)" + (" before it started" if record is None else "")
     elif sstate == "TIMEOUT":
-        job.state, job.detail = TIMED_OUT, "time limit reached"
+        job.state = TIMED_OUT
+        job.detail = "time limit reached" + (f" after {job.requeues} requeue(s)" if job.requeues else "")
     elif sstate in _SLURM_FAILED_REASON:
         job.state, job.detail = FAILED, _SLURM_FAILED_REASON[sstate]
     elif sstate in ("FAILED", "COMPLETED"):
@@ -272,14 +273,12 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
                       + (f": {last_line(record.get('error'))}" if status == INTERRUPTED else ""))
     elif status == INTERRUPTED:
         job.state, job.detail = INTERRUPTED, last_line(record.get("error")) or "interrupted"
-    elif status == RUNNING and slurm is None and job_alive(record) is False:
+    elif slurm is None and killed(record or {}):
         job.state, job.detail = FAILED, KILLED
     elif status == RUNNING:
         job.state = RUNNING
     elif record is not None:
         job.state, job.detail = FAILED, f"status {status!r}: {last_line(record.get('error'))}"
-    if job.state == TIMED_OUT and job.requeues:
-        job.detail += f" after {job.requeues} requeue(s)"
     if job.state in (RUNNING, REQUEUED, TIMED_OUT, CANCELLED, INTERRUPTED) and folder is not None:
         job.env_steps = checkpoint_env_steps(folder)
     if job.state in (RUNNING, REQUEUED):
