@@ -325,15 +325,13 @@ def _write_refused(seats: list[_Seat], error: str) -> None:
     say why instead of "ended without a result"."""
     secrets, now = secret_values(), utc_now()
     for seat in seats:
-        record = {"status": STATUS_FAILED, "error": error, **_identity(seat),
-                  "started_at": now, "finished_at": now}
-        write_result(seat.out_dir, scrub(record, secrets))
+        write_result(seat.out_dir, scrub({**_identity(seat, error), "started_at": now, "finished_at": now}, secrets))
 
 
-def _identity(seat: _Seat) -> dict[str, Any]:
-    """Which job a record is of: what every record says first."""
-    return {"overrides": seat.info["overrides"], "job": seat.info, "algo": seat.cfg.algo.name,
-            "env_id": seat.cfg.env.id, "seed": seat.cfg.seed, "config": seat.resolved}
+def _identity(seat: _Seat, error: str | None) -> dict[str, Any]:
+    """What every record says first: ``failed`` with ``error`` until it ends otherwise, and which job it is of."""
+    return {"status": STATUS_FAILED, "error": error, "overrides": seat.info["overrides"], "job": seat.info,
+            "algo": seat.cfg.algo.name, "env_id": seat.cfg.env.id, "seed": seat.cfg.seed, "config": seat.resolved}
 
 
 def _mark(seats: list[_Seat], **fields: Any) -> None:
@@ -346,9 +344,7 @@ def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str,
     """The seed's record as it starts (status ``failed`` until it ends otherwise)."""
     tcfg = seat.cfg
     record: dict[str, Any] = {
-        "status": STATUS_FAILED,
-        "error": None,
-        **_identity(seat),
+        **_identity(seat, None),
         "device": str(resolve_device(tcfg.device)),
         "started_at": utc_now(),
         # which code ran: a resumed job may continue on another commit, and the report says so

@@ -127,16 +127,17 @@ def _ledger_file(cfg: TrainConfig, key: str) -> Path:
 
 
 def known_cold(cfg: TrainConfig, key: str) -> tuple[dict[str, Any] | None, str]:
-    """The cold compile of ``cfg`` measured before (its ledger entry), or None; and why (not) reusable:
-    an entry is reused only while every file that compile built is still in the cache, so that the
-    sweep's jobs find a warm cache."""
+    """The cold compile of ``cfg`` measured before (its ledger entry as ``prepare.json`` keeps it), or None; and
+    why (not) reusable: an entry is reused only while every file that compile built is still in the cache, so
+    that the sweep's jobs find a warm cache."""
     entry = read_json(path := _ledger_file(cfg, key))
     if not entry:
         return None, "not measured before on this machine, torch and code"
     missing = sum(1 for f in entry.get("files") or [] if not (path.parent.parent / f).is_file())
     if missing or not entry.get("files"):
         return None, f"measured at {entry.get('measured_at')}, but {missing} file(s) it built left the compile cache"
-    return entry, cold_source({**entry, "source": "reused"})
+    kept = {**{k: v for k, v in entry.items() if k not in ("files", "depends_on")}, "source": "reused"}
+    return kept, cold_source(kept)
 
 
 def _remember_cold(cfg: TrainConfig, key: str, depends: dict[str, Any], measured: dict[str, Any],
@@ -320,7 +321,7 @@ def _plan(cell_configs: Sequence[tuple[list[str], TrainConfig]], labels: list[st
             keys[i] = one_off_key(cfg)
             known, why = known_cold(cfg, keys[i][0])
             if known is not None and mode(cfg.prepare) != "full":
-                cold[i] = {**{k: v for k, v in known.items() if k not in ("files", "depends_on")}, "source": "reused"}
+                cold[i] = known
                 steps.append(f"cold compile {known.get('compile_s', 0):.1f} s {why}")
             else:
                 why = "prepare=full" if known is not None else why
