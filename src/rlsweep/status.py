@@ -242,20 +242,18 @@ def resolve(num: int, overrides: list[str], record: dict[str, Any] | None, folde
     if status == OK:
         job.state, job.env_steps = OK, record.get("env_steps")
         return job
-    if status in (CANCELLED, TIMED_OUT):  # written by the job (timed out) or settled before (settle_records)
-        job.state, job.detail = status, last_line(record.get("error")) or status
-        job.env_steps = checkpoint_env_steps(folder) if folder is not None else None
-        return job
     if status == FAILED:  # Slurm's kill is the cause, when it killed the job; the traceback is its symptom
         job.state, job.detail = FAILED, (_SLURM_FAILED_REASON.get(sstate) or last_line(record.get("error"))
                                          or "failed (no error text)")
         return job
-    # no final record (none, running, interrupted): Slurm knows more, when there is Slurm
+    # Slurm knows more, when there is Slurm, but for the final states a record keeps (cancelled, timed out)
     if sstate == "PENDING" and status == RUNNING and not job.requeues and _this_submission(record, slurm):
         sstate = "RUNNING"  # its first attempt wrote that it runs: sacct (slurmdbd) lags the controller
     elif sstate == "PENDING" and (status is not None or job.requeues):
         sstate = "REQUEUED"  # pending again after an attempt: requeued, waiting to restart
-    if sstate in _SLURM_ACTIVE:
+    if status in (CANCELLED, TIMED_OUT):  # written by the job (timed out) or settled before (settle_records)
+        job.state, job.detail = status, last_line(record.get("error")) or status
+    elif sstate in _SLURM_ACTIVE:
         job.state = _SLURM_ACTIVE[sstate]
         if job.state == REQUEUED:
             job.requeues = max(job.requeues, 1)
