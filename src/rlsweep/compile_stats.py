@@ -142,17 +142,11 @@ def _count_cpp_builds() -> None:
     codecache._worker_compile_cpp = _counted_worker_compile_cpp
 
 
-def _break_entry(record: Any) -> dict[str, Any]:
-    """A ``GraphCompileReason`` as a record entry: reason, innermost user frame, short stack."""
-    stack = list(getattr(record, "user_stack", None) or [])
-    where = stack[-1] if stack else None
-    entry: dict[str, Any] = {
-        "reason": _clip(getattr(record, "reason", "?")),
-        "file": getattr(where, "filename", None),
-        "line": getattr(where, "lineno", None),
-        "function": getattr(where, "name", None),
-    }
-    if len(stack) > 1:  # the call chain from the compiled function down to the break
+def _break_entry(reason: Any, file: Any, line: Any, function: Any, stack: list[Any] | None = None) -> dict[str, Any]:
+    """A graph break as a record entry: its reason, the user frame it happened in, and a short ``stack``
+    (dynamo's user frames, innermost last) when there is more than that frame."""
+    entry: dict[str, Any] = {"reason": _clip(reason), "file": file, "line": line, "function": function}
+    if stack and len(stack) > 1:  # the call chain from the compiled function down to the break
         entry["stack"] = [f"{f.filename}:{f.lineno} in {f.name}" for f in stack[-MAX_STACK_FRAMES:]]
     return entry
 
@@ -213,8 +207,12 @@ class CompileStats:
                 self._frames[frame] = name
         start = self._break_records_at_start if self._break_records_at_start <= len(records) else 0
         new_breaks = records[start:]
-        for record in new_breaks:
-            stats.add_reason("graph_break", _break_entry(record))
+        for record in new_breaks:  # a GraphCompileReason: the break's frame is its user stack's innermost
+            stack = list(getattr(record, "user_stack", None) or [])
+            where = stack[-1] if stack else None
+            entry = _break_entry(getattr(record, "reason", "?"), getattr(where, "filename", None),
+                                 getattr(where, "lineno", None), getattr(where, "name", None), stack)
+            stats.add_reason("graph_break", entry)
         # dynamo's counter misses some breaks (data-dependent jumps); its records miss none it counts
         stats.graph_breaks += max(_graph_break_count() - self._breaks_at_start, len(new_breaks))
 
@@ -256,15 +254,10 @@ class CompileStats:
                 # the frame runs eagerly, which is a graph break around all of it (other failures
                 # raise, and the job's error says why)
                 stats.graph_breaks += 1
-                stats.add_reason(
-                    "graph_break",
-                    {
-                        "reason": _clip(SKIPPED_PREFIX + str(fail_reason)),
-                        "file": getattr(m, "fail_user_frame_filename", None) or co_file,
-                        "line": getattr(m, "fail_user_frame_lineno", None) or co_line,
-                        "function": co_name,
-                    },
-                )
+                stats.add_reason("graph_break", _break_entry(SKIPPED_PREFIX + str(fail_reason),
+                                                             getattr(m, "fail_user_frame_filename", None) or co_file,
+                                                             getattr(m, "fail_user_frame_lineno", None) or co_line,
+                                                             co_name))
 
     def install(self) -> None:
         if not self._installed:

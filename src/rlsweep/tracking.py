@@ -211,7 +211,7 @@ def check_offline_run(run_dir: str | Path, run_id: str) -> str | None:
         return f"run file {path} is empty"
     if not data.startswith(_LOG_HEADER):
         return None if len(data) >= len(_LOG_HEADER) else f"run file {path} is truncated"
-    records: list[bytes] = []
+    last: bytes | None = None  # the last whole record: the run's exit record in a complete file
     pending = b""
     pos = _LOG_CHUNK_HEADER  # the file header takes the place of a chunk header
     while pos < len(data):
@@ -227,21 +227,18 @@ def check_offline_run(run_dir: str | Path, run_id: str) -> str | None:
         if zlib.crc32(chunk, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != crc:
             return f"run file {path} has a corrupt record at byte {pos}"
         pos += _LOG_CHUNK_HEADER + length
-        if kind == 1:  # full record
-            records.append(chunk)
-        elif kind in (2, 3):  # first / middle piece
+        if kind in (1, 2, 3, 4):  # a full record; its first, middle or last piece
             pending += chunk
-        elif kind == 4:  # last piece
-            records.append(pending + chunk)
-            pending = b""
-    if not records:
+        if kind in (1, 4):
+            last, pending = pending, b""
+    if last is None:
         return f"run file {path} holds no records"
     try:
         from wandb.proto import wandb_internal_pb2
 
-        last = wandb_internal_pb2.Record()
-        last.ParseFromString(records[-1])
-        if last.WhichOneof("record_type") != "exit":
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(last)
+        if record.WhichOneof("record_type") != "exit":
             return f"run file {path} ends before the run's exit record"
     except Exception:  # noqa: BLE001 - an unknown record layout: do not judge
         return None
