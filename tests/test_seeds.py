@@ -271,7 +271,7 @@ def _seats(tmp_path: Path) -> list:
 
     cfg = tiny_cfg("ppo")
     seats = [job._Seat(dataclasses.replace(cfg, seed=seed), {"output_dir": str(tmp_path / str(seed)), "num": seed,
-                                                             "sweep_dir": None, "overrides": []}, {},
+                                                             "sweep_dir": None, "overrides": []},
                        resolved_logger(cfg.logger))
              for seed in (0, 1)]
     for seat in seats:

@@ -15,7 +15,7 @@ import io
 import logging
 import pickle
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rlsweep import records
-from rlsweep.config import TrainConfig
+from rlsweep.config import TrainConfig, config_values
 from rlsweep.records import CHECKPOINT_MAGIC, CHECKPOINT_VOLATILE, checkpoint_head, split_checkpoint, write_bytes_atomic
 from rlsweep.results import provenance, utc_now
 
@@ -39,7 +39,7 @@ def config_digest(cfg: TrainConfig) -> str:
     """Which config a checkpoint was written for: ``cfg`` but the keys that change no checkpoint
     (:data:`rlsweep.records.CHECKPOINT_VOLATILE`: a run resumed with prepare=false keeps its checkpoints,
     as it keeps its finished records)."""
-    return records.config_digest(asdict(cfg), CHECKPOINT_VOLATILE)
+    return records.config_digest(config_values(cfg), CHECKPOINT_VOLATILE)
 
 
 def pickle_envs(envs: gym.vector.VectorEnv) -> bytes | None:

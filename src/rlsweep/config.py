@@ -200,6 +200,13 @@ TrainConfig.__module__ = __name__
 TrainConfig.__doc__ = "One training job: JobConfig's fields plus one field per toggle (rlsweep.toggles.TOGGLES)."
 
 
+def config_values(cfg: JobConfig) -> dict[str, Any]:
+    """A job's typed config as plain values: the one form of it that its record stores and its W&B run shows,
+    and from which its identities are made (:func:`rlsweep.records.config_identity`: the resume check's, the
+    checkpoint's, the preparation's). Key for key and in order, it is Hydra's resolved config of the job."""
+    return dataclasses.asdict(cfg)
+
+
 #: the built-in algorithms' schemas, by their option in the ``algo`` config group
 ALGO_SCHEMAS: dict[str, type[AlgoConfig]] = {str(c.name): c for c in (PPOConfig, DQNConfig, SACConfig)}
 

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlsweep import checkpoint, prepare, toggles
 from rlsweep.algos import algorithm_class, to_object
-from rlsweep.config import ObjectiveConfig, TrainConfig
+from rlsweep.config import ObjectiveConfig, TrainConfig, config_values
 from rlsweep.records import (
     CHECKPOINT_FILE,
     INVOCATION_KEYS,
@@ -102,7 +102,6 @@ class _Seat:
 
     cfg: TrainConfig
     info: dict[str, Any]
-    resolved: dict[str, Any]
     #: where its W&B run logs: the config, else W&B's environment variables (resolved once for the job)
     wandb: WandbSettings
     record: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -114,7 +113,7 @@ class _Seat:
         return Path(self.info["output_dir"])
 
 
-def _seats(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) -> list[_Seat]:
+def _seats(tcfg: TrainConfig, info: dict[str, Any]) -> list[_Seat]:
     """The seeds this job trains: its own, and under ``seeds_per_job`` the rest of its group, each as the
     job of that seed alone would be (its folder, overrides, seed), as the launcher planned them."""
     group = read_group(Path(info["sweep_dir"]), info["num"]) if info.get("sweep_dir") else None
@@ -123,11 +122,11 @@ def _seats(tcfg: TrainConfig, info: dict[str, Any], resolved: dict[str, Any]) ->
         if tcfg.seeds_per_job > 1:
             log.warning("seeds_per_job=%d: this job is not part of a sweep's group (a single run, or a launcher "
                         "that does not group): it trains its own seed", tcfg.seeds_per_job)
-        return [_Seat(tcfg, info, resolved, wandb)]
+        return [_Seat(tcfg, info, wandb)]
     sweep_dir = Path(info["sweep_dir"])
     return [_Seat(dataclasses.replace(tcfg, seed=m["seed"]),
                   {**info, "num": m["num"], "output_dir": str(sweep_dir / str(m["num"])), "overrides": m["overrides"]},
-                  {**resolved, "seed": m["seed"]}, wandb) for m in group]
+                  wandb) for m in group]
 
 
 def train_job(cfg: DictConfig) -> dict[str, Any]:
@@ -140,8 +139,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
     started = process_age_s()  # the interpreter, imports and Hydra's composition, in a job's own process
     info = job_info()
     tcfg = to_object(cfg)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    seats = _seats(tcfg, info, resolved)
+    seats = _seats(tcfg, info)
     # what this machine has, a Slurm node may lack (a GPU, ROMs, ...); the config itself was checked before
     # launch, but for a search's trial
     errors = machine_errors(tcfg) if _checked_before_launch() else validate(tcfg)
@@ -212,7 +210,7 @@ def _unfinished(seats: list[_Seat], resume: bool) -> tuple[list[_Seat], dict[str
     todo, own_done = [], None
     for seat in seats:
         done = read_record(seat.out_dir)
-        decision = resume_decision(done, lambda seat=seat: seat.resolved, resume)
+        decision = resume_decision(done, lambda seat=seat: config_values(seat.cfg), resume)
         if refusal := resume_refusal(decision, seat.out_dir, "output folder"):
             raise ConfigError(refusal)
         if decision != KEEP:  # nothing, failed, interrupted or killed: (re)run, from the checkpoint when present
@@ -331,7 +329,8 @@ def _write_refused(seats: list[_Seat], error: str) -> None:
 def _identity(seat: _Seat, error: str | None) -> dict[str, Any]:
     """What every record says first: ``failed`` with ``error`` until it ends otherwise, and which job it is of."""
     return {"status": STATUS_FAILED, "error": error, "overrides": seat.info["overrides"], "job": seat.info,
-            "algo": seat.cfg.algo.name, "env_id": seat.cfg.env.id, "seed": seat.cfg.seed, "config": seat.resolved}
+            "algo": seat.cfg.algo.name, "env_id": seat.cfg.env.id, "seed": seat.cfg.seed,
+            "config": config_values(seat.cfg)}
 
 
 def _mark(seats: list[_Seat], **fields: Any) -> None:
@@ -368,7 +367,7 @@ def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str,
 def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
     """The seed's W&B run: its name, group, tags and nested config (``concurrent``: beside other seeds' runs)."""
     tcfg, info, out_dir = seat.cfg, seat.info, seat.out_dir
-    columns = {k: v for k, v in seat.resolved.items() if k not in INVOCATION_KEYS}  # nest merges them with the rest
+    columns = {k: v for k, v in config_values(tcfg).items() if k not in INVOCATION_KEYS}  # nest merges them with the rest
     return Tracker(
         seat.wandb,
         out_dir,

@@ -105,11 +105,12 @@ def one_off_key(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
     import torch
 
     from rlsweep.algos import algorithm_class
+    from rlsweep.config import config_values
     from rlsweep.results import source_file
     from rlsweep.runner import resolve_device
     from rlsweep.toggles.compile import vec_isa_key
 
-    config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in records.NOT_COMPILED}
+    config = {k: v for k, v in config_values(cfg).items() if k not in records.NOT_COMPILED}
     config["compile"].pop("cache_dir", None)
     device = resolve_device(cfg.device)
     source = source_file(algorithm_class(cfg.algo._target_))
