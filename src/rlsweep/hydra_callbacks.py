@@ -18,7 +18,7 @@ import tempfile
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, read_write
@@ -96,7 +96,7 @@ def debug_enabled() -> bool:
 
 
 def fail(lines: list[str], job: str | None = None, cause: BaseException | None = None,
-          title: str = "invalid configuration") -> None:
+          title: str = "invalid configuration") -> NoReturn:
     """End the command with one message that lists ``lines``, exit status 2 (``RLSWEEP_DEBUG=1``: the traceback too)."""
     where = f" (job with overrides: {job})" if job else ""
     msg = "\n".join("  - " + line.replace("\n", "\n    ") for line in lines)
@@ -111,7 +111,7 @@ def fail(lines: list[str], job: str | None = None, cause: BaseException | None =
     raise SystemExit(2)
 
 
-def refuse(exc: BaseException) -> None:
+def refuse(exc: BaseException) -> NoReturn:
     """End the command on ``exc``, an error of its input, as every check here does (:func:`fail`)."""
     fail(_error_lines(exc), cause=exc)
 
@@ -205,11 +205,13 @@ def option_error(group: str, choice: str, options: list[str]) -> str:
 
 
 def _error_lines(exc: BaseException) -> list[str]:
-    """An exception as the message Hydra would print for it (its own errors: without their type), or,
-    for an unknown key or option, one line with the closest ones."""
+    """An exception as the message Hydra would print for it (its own errors, and rlsweep's ``ConfigError``:
+    without their type), or, for an unknown key or option, one line with the closest ones."""
     from hydra.errors import CompactHydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    if isinstance(exc, ConfigError):  # rlsweep's own, meant for the user as is (algo._target_ names no Algorithm)
+        return [str(exc)]
     if line := _unknown_key_line(exc) or _missing_option_line(exc):
         return [line]
     if isinstance(exc, CompactHydraException):  # ConfigCompositionException, MissingConfigException, ...
@@ -221,15 +223,12 @@ def _error_lines(exc: BaseException) -> list[str]:
 
 
 def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> None:
-    cause = None
     try:
         errors = _choice_errors(cfg) + validate(to_object(cfg), check_device=check_device)
-    except ConfigError as exc:  # e.g. algo._target_ names no importable Algorithm
-        errors, cause = [str(exc)], exc
     except Exception as exc:  # noqa: BLE001 - e.g. an interpolation that cannot resolve, a key added with +
-        errors, cause = _error_lines(exc), exc
+        fail(_error_lines(exc), job, exc)
     if errors:
-        fail(errors, job, cause)
+        fail(errors, job)
 
 
 def _choice_errors(cfg: DictConfig) -> list[str]:
