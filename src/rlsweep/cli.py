@@ -122,9 +122,8 @@ def group_value_errors(args: list[str]) -> list[str]:
     given again after a sweep of it (Hydra keeps the last, so ``dtype=float32,bfloat16 ... dtype=float16``
     silently sweeps one value), a config group's value that is a number, a bool or null (``compile=0``: Hydra's traceback), an
     option no config folder has (``dtype=bf16 compile=maxauto``: both named)."""
-    import dataclasses
-
     from hydra.errors import HydraException
+    from omegaconf import OmegaConf
 
     from rlsweep.config import TrainConfig
     from rlsweep.hydra_callbacks import option_error
@@ -137,8 +136,9 @@ def group_value_errors(args: list[str]) -> list[str]:
     except HydraException:
         return []  # a syntax error: Hydra's own message says where
     dirs = _config_dirs(args)
-    groups = {f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.type)
-              or f.name in ("algo", "env", "logger", "compile", "dtype", "backend", "objective")}
+    schema = OmegaConf.structured(TrainConfig)
+    # a config group: a node of the schema that is not a value (algo's is typed by its class), or a config folder's
+    groups = {"algo", *(k for k in schema if OmegaConf.is_dict(schema._get_node(k)))}
     groups |= {p.name for d in dirs for p in d.iterdir() if p.is_dir()}
     errors = []
     given: dict[str, list[Any]] = {}
@@ -167,7 +167,7 @@ def group_value_errors(args: list[str]) -> list[str]:
             errors.append(f"{o.input_line}: an option of the config group {key} is a name, not {shown}{choose}")
         elif options and not key.startswith("hydra/") and not o.is_delete():  # a launcher's options are plugins'
             errors += [option_error(key, v, options) for v in values if isinstance(v, str) and v not in options]
-    return errors + _type_errors([o for o in parsed if not o.is_delete() and o.key_or_group not in groups],
+    return errors + _type_errors(schema, [o for o in parsed if not o.is_delete() and o.key_or_group not in groups],
                                  _chosen_algos(given, dirs))
 
 
@@ -215,18 +215,15 @@ def _algo_schema(name: str, dirs: list[Path]) -> type | None:
     return algo_schema(node.get("_target_") if isinstance(node, dict) else None)
 
 
-def _type_errors(parsed: list[Any], algos: list[type] = ()) -> list[str]:
-    """Each value of a schema key that its type refuses (``seed=abc total_env_steps=xyz``: both named; Hydra
-    would stop at the first). An algorithm's own keys (``algo.clip_coef``) are checked against the schema of
-    each of ``algos`` that has them; a key none has is left to Hydra."""
+def _type_errors(schema: Any, parsed: list[Any], algos: list[type]) -> list[str]:
+    """Each value of a key of ``schema`` (TrainConfig's) that its type refuses (``seed=abc total_env_steps=xyz``:
+    both named; Hydra would stop at the first). An algorithm's own keys (``algo.clip_coef``) are checked against the
+    schema of each of ``algos`` that has them; a key none has is left to Hydra."""
     import copy
 
     from omegaconf import OmegaConf, ValueNode
     from omegaconf.errors import OmegaConfBaseException
 
-    from rlsweep.config import TrainConfig
-
-    schema = OmegaConf.structured(TrainConfig)
     own = [OmegaConf.structured(a) for a in algos]
     errors = []
     for o in parsed:
