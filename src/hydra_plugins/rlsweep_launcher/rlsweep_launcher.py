@@ -172,6 +172,7 @@ class _Sweep:
     #: this process too (half a second each); None for one whose jobs are composed where they run
     composed: Optional[dict] = None  # noqa: UP045 - see the module's docstring
     executor: Any = None  # a submitit launcher's, when its preparation needs it too
+    limit: Any = None  # a local launcher's (jobs at once, why), reckoned once for its preparation and its jobs
 
 
 class _SeedMajorLaunch:
@@ -242,14 +243,14 @@ class LocalLauncher(_SeedMajorLaunch, submitit_launcher.LocalLauncher):
     def _prepare(self, sweep: _Sweep, cell_configs: list) -> None:
         from rlsweep import prepare
 
-        limit, _ = self._limit(sweep.overrides)
-        prepare.prepare_sweep(sweep.folder, cell_configs, in_process=False, launcher=type(self).__name__, limit=limit,
-                              gpus_per_node=self.params.get("gpus_per_node") or 0)
+        sweep.limit = self._limit(sweep.overrides)
+        prepare.prepare_sweep(sweep.folder, cell_configs, in_process=False, launcher=type(self).__name__,
+                              limit=sweep.limit[0], gpus_per_node=self.params.get("gpus_per_node") or 0)
 
     def _run(self, sweep: _Sweep, order: list[int]) -> dict[int, JobReturn]:
         from rlsweep.launchers import run_limited
 
-        limit, why = self._limit(sweep.overrides)
+        limit, why = sweep.limit
         log.info(f"{len(sweep.overrides)} jobs, at most {limit} at once ({why}), seed-major order")
         executor = _executor(self._EXECUTOR, self.params)
         singletons = Singleton.get_state()
