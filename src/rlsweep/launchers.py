@@ -52,16 +52,16 @@ def default_max_parallel(cpus: int, threads_per_job: int) -> int:
     return max(1, cpus // max(1, threads_per_job))
 
 
-def _override_values(overrides: Sequence[str], key: str) -> list[str]:
-    """The values ``overrides`` give ``key`` (``key=v``, ``+key=v``, ``++key=v``), last one last."""
-    return [v.strip() for k, sep, v in (o.partition("=") for o in overrides) if sep and k.lstrip("+") == key]
+def _override_value(overrides: Sequence[str], key: str, default: Any = None) -> Any:
+    """The value ``overrides`` give ``key`` (``key=v``, ``+key=v``, ``++key=v``; the last), else ``default``."""
+    given = [v.strip() for k, sep, v in (o.partition("=") for o in overrides) if sep and k.lstrip("+") == key]
+    return given[-1] if given else default
 
 
 def job_threads(overrides: Sequence[str], base_threads: Any, environ: Mapping[str, str]) -> int:
     """The intra-op threads a job with these sweep ``overrides`` will use, given ``backend.num_threads`` of
     the sweep's config (``base_threads``) and the environment the job will run in (``environ``)."""
-    given = _override_values(overrides, THREADS_KEY)
-    value: Any = given[-1] if given else base_threads
+    value = _override_value(overrides, THREADS_KEY, base_threads)
     if isinstance(value, str):
         value = None if value.lower() in ("null", "none", "") else value
     try:
@@ -77,9 +77,9 @@ def seed_major_order(job_overrides: Sequence[Sequence[str]], rounds_of: Sequence
     favours the first (or last) job of a round falls on every cell alike: ``compile=none,default seed=0,1``
     runs (none,0) (default,0) (default,1) (none,1).
     """
-    seeds = [(_override_values(o, SEED_KEY) or [""])[-1] for o in job_overrides]
+    seeds = [_override_value(o, SEED_KEY, "") for o in job_overrides]
     # the rounds in the order the sweep lists its seeds (``rounds_of``: the whole sweep's jobs, where only some run)
-    listed = [(_override_values(o, SEED_KEY) or [""])[-1] for o in rounds_of] + seeds
+    listed = [_override_value(o, SEED_KEY, "") for o in rounds_of] + seeds
     rank = {s: i for i, s in enumerate(dict.fromkeys(listed))}
     return sorted(range(len(job_overrides)), key=lambda i: (rank[seeds[i]], -i if rank[seeds[i]] % 2 else i))
 
@@ -91,14 +91,13 @@ def seed_groups(job_overrides: Sequence[Sequence[str]], base_seeds_per_job: Any)
     groups: list[list[int]] = []
     open_groups: dict[tuple[str, ...], list[int]] = {}
     for i, overrides in enumerate(job_overrides):
-        given = _override_values(overrides, SEEDS_PER_JOB_KEY)
         try:
-            size = int(given[-1] if given else base_seeds_per_job or 1)
+            size = int(_override_value(overrides, SEEDS_PER_JOB_KEY, base_seeds_per_job or 1))
         except ValueError:
             size = 1  # the pre-flight refused anything else; a value it did not see trains alone
         cell = cell_key(overrides, (SEED_KEY,))
         group = open_groups.get(cell)
-        if group is None or len(group) >= size or not _override_values(overrides, SEED_KEY):
+        if group is None or len(group) >= size or _override_value(overrides, SEED_KEY) is None:
             group = open_groups[cell] = []
             groups.append(group)
         group.append(i)
@@ -113,7 +112,7 @@ def round_member(members: Sequence[Any]) -> Any:
 
 def group_members(job_overrides: Sequence[Sequence[str]], group: Sequence[int], first_num: int) -> list[dict[str, Any]]:
     """What the job that trains ``group`` needs of each member: its number, seed and overrides."""
-    return [{"num": first_num + i, "seed": int(_override_values(job_overrides[i], SEED_KEY)[-1]),
+    return [{"num": first_num + i, "seed": int(_override_value(job_overrides[i], SEED_KEY)),
              "overrides": list(job_overrides[i])} for i in group]
 
 
