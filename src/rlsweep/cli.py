@@ -51,14 +51,7 @@ def train_entry() -> Iterator[None]:
     - The process's exit skips the last garbage collection (:func:`skip_final_gc_at_exit`).
     """
     from rlsweep import folder_lock
-    from rlsweep.hydra_callbacks import (
-        command_accepted,
-        command_session,
-        debug_enabled,
-        fail,
-        hydra_errors_as_bad_input,
-        refuse,
-    )
+    from rlsweep.hydra_callbacks import command_session, debug_enabled, fail, hydra_errors_as_bad_input
     from rlsweep.launchers import own_nodes
     from rlsweep.toggles.compile import claim_cache_env
 
@@ -83,9 +76,7 @@ def train_entry() -> Iterator[None]:
             print(f"rlsweep: stopped by {name}. Interrupted jobs wrote a checkpoint and an `interrupted` record; "
                   f"to continue, run the same command again with resume=true {_override(key, where)}", file=sys.stderr)
             raise SystemExit(128 + getattr(signal, name)) from None
-        except Exception as exc:  # Hydra reports errors of jobs itself; this is the rest
-            if not command_accepted():  # the command line's, outside Hydra's report: --help with a typo, flags
-                refuse(exc)
+        except Exception as exc:  # Hydra reports errors of jobs itself, hydra_errors_as_bad_input the input's
             if debug_enabled():
                 raise
             print(f"rlsweep: {type(exc).__name__}: {exc}\n(RLSWEEP_DEBUG=1 shows the traceback)", file=sys.stderr)

@@ -125,7 +125,8 @@ def command_accepted() -> bool:
 @contextlib.contextmanager
 def hydra_errors_as_bad_input() -> Iterator[None]:
     """Around the Hydra main: an error of the command line raised before the callback accepted the command
-    (``dtype=bf16``) ends as rlsweep's checks do (:func:`fail`), not in Hydra's ``run_and_report`` (exit 1)."""
+    ends as rlsweep's checks do (:func:`fail`): in Hydra's ``run_and_report`` (``dtype=bf16``: else its
+    message, exit 1) and outside it (--help with a typo, flags)."""
     from hydra._internal import utils
 
     hydras = utils.run_and_report
@@ -144,6 +145,10 @@ def hydra_errors_as_bad_input() -> Iterator[None]:
     utils.run_and_report = run_and_report
     try:
         yield
+    except Exception as exc:
+        if not command_accepted():
+            refuse(exc)
+        raise
     finally:
         utils.run_and_report = hydras
 
