@@ -41,10 +41,6 @@ class RLSweepLocalQueueConf(LocalQueueConf):
     max_parallel: Optional[int] = None  # noqa: UP045 - OmegaConf 2.3 reads no `int | None`
 
 
-ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_local", node=RLSweepLocalQueueConf,
-                             provider="rlsweep")
-
-
 def _executor(cluster: str, launcher_params: Any) -> Any:
     """The executor the upstream plugin's ``launch`` builds, from the same parameters."""
     import submitit
@@ -339,10 +335,6 @@ class RLSweepBasicLauncherConf(basic_launcher.BasicLauncherConf):
     _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.BasicLauncher"
 
 
-ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_basic", node=RLSweepBasicLauncherConf,
-                             provider="rlsweep")
-
-
 class BasicLauncher(_SeedMajorLaunch, basic_launcher.BasicLauncher):
     """Hydra's basic launcher -- jobs one after another in this process -- in seed-major order.
 
@@ -385,10 +377,6 @@ class RLSweepBasicSweeperConf(basic_sweeper.BasicSweeperConf):
     _target_: str = "hydra_plugins.rlsweep_launcher.rlsweep_launcher.BasicSweeper"
 
 
-ConfigStore.instance().store(group="hydra/sweeper", name="rlsweep_basic", node=RLSweepBasicSweeperConf,
-                             provider="rlsweep")
-
-
 class BasicSweeper(basic_sweeper.BasicSweeper):
     """Hydra's basic sweeper that does not compose again, before launching a batch, the jobs
     rlsweep's pre-flight (:mod:`rlsweep.hydra_callbacks`) checked; any other job it composes as before.
@@ -414,11 +402,6 @@ class RLSweepSlurmQueueConf(SlurmQueueConf):
     # submit the array, print its id and the commands to follow it (sweeps.status, sweeps.report)
     # and return at once
     wait: bool = True
-
-
-# the presets conf/hydra/launcher/slurm_cpu.yaml and slurm_gpu.yaml build on it
-ConfigStore.instance().store(group="hydra/launcher", name="rlsweep_slurm", node=RLSweepSlurmQueueConf,
-                             provider="rlsweep")
 
 
 class SlurmLauncher(_SeedMajorLaunch, submitit_launcher.SlurmLauncher):
@@ -479,3 +462,12 @@ class SlurmLauncher(_SeedMajorLaunch, submitit_launcher.SlurmLauncher):
         after = f"afterany:{job.job_id}"
         extra["dependency"] = f"{extra['dependency']},{after}" if extra.get("dependency") else after
         executor.update_parameters(**{f"{self._EXECUTOR}_additional_parameters": extra})
+
+
+# every node above under its own name (the presets conf/hydra/launcher/slurm_cpu.yaml and slurm_gpu.yaml build on
+# rlsweep_slurm); :data:`rlsweep.launchers.OWN_NODES` reads Hydra's and the submitit plugin's names as these
+for _group, _name, _node in (("hydra/launcher", "rlsweep_local", RLSweepLocalQueueConf),
+                             ("hydra/launcher", "rlsweep_basic", RLSweepBasicLauncherConf),
+                             ("hydra/launcher", "rlsweep_slurm", RLSweepSlurmQueueConf),
+                             ("hydra/sweeper", "rlsweep_basic", RLSweepBasicSweeperConf)):
+    ConfigStore.instance().store(group=_group, name=_name, node=_node, provider="rlsweep")
