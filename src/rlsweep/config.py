@@ -22,9 +22,9 @@ from rlsweep.toggles import TOGGLES
 from rlsweep.toggles.base import choice_errors  # noqa: F401 - the algorithms' and validate's
 
 LOGGER_MODES = ("offline", "online", "disabled")
-#: what a job returns to Hydra's sweeper (higher is better for each)
 #: ``prepare``: true (one-off costs measured before are reused), full (measured again), false (not prepared)
 PREPARE_MODES = ("true", "full", "false")
+#: what a job returns to Hydra's sweeper (higher is better for each)
 OBJECTIVE_METRICS = ("env_steps_per_s", "updates_per_s", "end_to_end_env_steps_per_s", "final_return")
 ACTIVATIONS = ("tanh", "relu")
 MAX_TOTAL_ENV_STEPS = 10_000_000_000
