@@ -17,9 +17,11 @@ from helpers import CONF, compose_cfg, run_train
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
 
 from rlsweep import hydra_callbacks as hc
-from rlsweep.config import TrainConfig, register_configs
+from rlsweep.algos import to_object
+from rlsweep.config import TrainConfig, config_values, register_configs
 from rlsweep.launchers import own_nodes
 from rlsweep.validate import validate
 
@@ -70,7 +72,12 @@ def test_a_shared_job_has_the_config_of_its_own_composition(sweep_config) -> Non
     jobs = hc._check_jobs(sweep_config, sweep, check_device=True)
     assert [job.seed for job in jobs] == [None, 7, 4294967295]  # the last two shared the first's composition
     for job in jobs:
-        assert job.config() == hc._job_config(hc._compose(sweep_config, job.overrides))
+        own = hc._compose(sweep_config, job.overrides)
+        assert job.config() == config_values(to_object(own))
+        # the typed config's values are Hydra's resolved config, key for key and in order: the records
+        # a job wrote before it recorded config_values compare equal, and resume keeps them
+        resolved = OmegaConf.to_container(OmegaConf.masked_copy(own, [k for k in own if k != "hydra"]), resolve=True)
+        assert json.dumps(job.config()) == json.dumps(resolved)
 
 
 @pytest.mark.parametrize(("bad", "message"), [

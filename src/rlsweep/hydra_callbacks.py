@@ -24,6 +24,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from rlsweep.algos import to_object
+from rlsweep.config import config_values
 from rlsweep.launchers import SEED_KEY, max_parallel_error
 from rlsweep.records import (
     NEEDS_RESUME,
@@ -321,10 +322,10 @@ def _output_dir_problem(path: str) -> str | None:
     return None
 
 
-def _job_config(cfg: DictConfig, resolve: bool = True) -> dict[str, Any]:
-    """The resolved config a job records (without the ``hydra`` node); ``resolve=False``: as written."""
+def _as_written(cfg: DictConfig) -> dict[str, Any]:
+    """The job's config (without the ``hydra`` node) as written: its interpolations not resolved."""
     body = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    return OmegaConf.to_container(body, resolve=resolve)  # type: ignore[return-value]
+    return OmegaConf.to_container(body, resolve=False)  # type: ignore[return-value]
 
 
 def _custom_subdir(config: DictConfig) -> str | None:
@@ -344,7 +345,7 @@ def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
     if (record := read_record(out)) is None:
         return
     if problem := _in_use(out, record) or resume_refusal(
-            resume_decision(record, lambda: _job_config(config), resume), out, "hydra.run.dir"):
+            resume_decision(record, lambda: config_values(to_object(config)), resume), out, "hydra.run.dir"):
         fail([problem], title=FOLDER)
 
 
@@ -450,7 +451,7 @@ class _Cell:
     #: no value of the config refers to the seed: the other jobs' configs are this one with their seed
     seed_only: bool
     scratch: DictConfig | None = None  # a copy of ``cfg`` on which each further job's seed is set in turn
-    job_config: dict[str, Any] | None = None  # _job_config(cfg), made when a resumed sweep needs it
+    job_config: dict[str, Any] | None = None  # config_values of cfg, made when a resumed sweep needs it
 
 
 @dataclasses.dataclass
@@ -462,9 +463,9 @@ class _Job:
     seed: int | None = None  # None: the cell's config is this job's own
 
     def config(self) -> dict[str, Any]:
-        """The resolved config the job records (see :func:`_job_config`)."""
+        """The config the job records (:func:`rlsweep.config.config_values`)."""
         if self.cell.job_config is None:
-            self.cell.job_config = _job_config(self.cell.cfg)
+            self.cell.job_config = config_values(to_object(self.cell.cfg))
         return self.cell.job_config if self.seed is None else {**self.cell.job_config, SEED_KEY: self.seed}
 
 
@@ -537,7 +538,7 @@ def _seed_in(cell: _Cell | None, seed_override: str | None) -> int | None:
 def _refers_to(cfg: DictConfig, key: str) -> bool:
     """Whether an interpolation in the job's config (not ``hydra``) may read ``key`` (conservative:
     any one that names it)."""
-    stack: list[Any] = [_job_config(cfg, resolve=False)]
+    stack: list[Any] = [_as_written(cfg)]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
