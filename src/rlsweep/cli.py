@@ -18,6 +18,7 @@ from rlsweep.records import (
     STATUS_FAILED,
     STATUS_RUNNING,
     job_alive,
+    killed,
     killed_error,
     process_alive,
     walk_records,
@@ -366,8 +367,8 @@ def wait_for_jobs(sweep: Path, local_jobs: bool) -> None:
 
 def mark_killed_jobs(sweep: Path) -> None:
     """Turn the ``running`` records of this machine's jobs whose process is gone into ``failed`` ones that say so."""
-    for folder, record in _running_records(sweep):
-        if job_alive(record) is not False:  # alive, or on another machine: not seen from here
+    for folder, record in walk_records(sweep):
+        if not killed(record):  # not running, alive, or on another machine: not seen from here
             continue
         record.pop("schema_version", None)
         record.update(status=STATUS_FAILED, error=killed_error(record["job"]["pid"], folder / "train.log"))
