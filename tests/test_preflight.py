@@ -201,7 +201,7 @@ def test_a_resumed_200_job_sweep_compares_each_finished_job_with_its_own_config(
                                 return_hydra_config=True)
             (sweep / str(num)).mkdir(parents=True)
             (sweep / str(num) / "result.json").write_text(json.dumps(
-                {"status": "ok", "config": hc._job_config(cfg), "overrides": [f"seed={seed}"]}))
+                {"status": "ok", "config": config_values(to_object(cfg)), "overrides": [f"seed={seed}"]}))
     proc = run_train(_sweep("seed=range(200)", "resume=true", sweep=sweep), timeout=600)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.count("holds a finished job with another config") == 1, proc.stderr[-3000:]
