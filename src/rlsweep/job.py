@@ -367,7 +367,8 @@ def _first_record(seat: _Seat, ckpt: Path, found: checkpoint.Found) -> dict[str,
 def _tracker(seat: _Seat, concurrent: bool = False) -> Tracker:
     """The seed's W&B run: its name, group, tags and nested config (``concurrent``: beside other seeds' runs)."""
     tcfg, info, out_dir = seat.cfg, seat.info, seat.out_dir
-    columns = {k: v for k, v in config_values(tcfg).items() if k not in INVOCATION_KEYS}  # nest merges them with the rest
+    # nest merges the config's columns with the rest
+    columns = {k: v for k, v in config_values(tcfg).items() if k not in INVOCATION_KEYS}
     return Tracker(
         seat.wandb,
         out_dir,
