@@ -228,13 +228,16 @@ def _error_lines(exc: BaseException) -> list[str]:
     return [f"{type(exc).__name__}: {exc}"]
 
 
-def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> None:
+def _check(cfg: DictConfig, *, check_device: bool, job: str | None = None) -> dict[str, Any]:
+    """Check one job's composed config; returns it as the job will record it (:func:`config_values`)."""
     try:
-        errors = _choice_errors(cfg) + validate(to_object(cfg), check_device=check_device)
+        typed = to_object(cfg)
+        errors = _choice_errors(cfg) + validate(typed, check_device=check_device)
     except Exception as exc:  # noqa: BLE001 - e.g. an interpolation that cannot resolve, a key added with +
         fail(_error_lines(exc), job, exc)
     if errors:
         fail(errors, job)
+    return config_values(typed)
 
 
 def _choice_errors(cfg: DictConfig) -> list[str]:
@@ -322,12 +325,6 @@ def _output_dir_problem(path: str) -> str | None:
     return None
 
 
-def _as_written(cfg: DictConfig) -> dict[str, Any]:
-    """The job's config (without the ``hydra`` node) as written: its interpolations not resolved."""
-    body = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    return OmegaConf.to_container(body, resolve=False)  # type: ignore[return-value]
-
-
 def _custom_subdir(config: DictConfig) -> str | None:
     """``hydra.sweep.subdir`` when not the job's number (each job's folder ``<sweep dir>/<num>``); else None."""
     subdir = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir")
@@ -341,11 +338,11 @@ def _in_use(folder: Path, record: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_finished_run(config: DictConfig, out: Path, resume: bool) -> None:
+def _check_finished_run(values: dict[str, Any], out: Path, resume: bool) -> None:
     if (record := read_record(out)) is None:
         return
     if problem := _in_use(out, record) or resume_refusal(
-            resume_decision(record, lambda: config_values(to_object(config)), resume), out, "hydra.run.dir"):
+            resume_decision(record, lambda: values, resume), out, "hydra.run.dir"):
         fail([problem], title=FOLDER)
 
 
@@ -417,11 +414,11 @@ class RLSweepCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            _check(config, check_device=True)
+            values = _check(config, check_device=True)
             self.session.run_dir = str(Path(str(config.hydra.run.dir)))
             out, resume = _output_folder(config, "hydra.run.dir", "run")
             with _locked(out):
-                _check_finished_run(config, out, resume)
+                _check_finished_run(values, out, resume)
         except Exception as exc:  # noqa: BLE001 - one message, not a warning and the same error again
             refuse(exc)
 
@@ -450,8 +447,8 @@ class _Cell:
     cfg: DictConfig  # the first job's config, checked
     #: no value of the config refers to the seed: the other jobs' configs are this one with their seed
     seed_only: bool
+    values: dict[str, Any]  # ``cfg`` as the job records it (config_values)
     scratch: DictConfig | None = None  # a copy of ``cfg`` on which each further job's seed is set in turn
-    job_config: dict[str, Any] | None = None  # config_values of cfg, made when a resumed sweep needs it
 
 
 @dataclasses.dataclass
@@ -464,9 +461,7 @@ class _Job:
 
     def config(self) -> dict[str, Any]:
         """The config the job records (:func:`rlsweep.config.config_values`)."""
-        if self.cell.job_config is None:
-            self.cell.job_config = config_values(to_object(self.cell.cfg))
-        return self.cell.job_config if self.seed is None else {**self.cell.job_config, SEED_KEY: self.seed}
+        return self.cell.values if self.seed is None else {**self.cell.values, SEED_KEY: self.seed}
 
 
 def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: bool) -> list[_Job]:
@@ -484,10 +479,10 @@ def _check_jobs(config: DictConfig, sweep: list[list[str]], *, check_device: boo
             cfg = _compose(config, overrides)
         except Exception as exc:  # noqa: BLE001 - every kind: composition, parse, missing option, type
             fail(_error_lines(exc), job, exc)
-        _check(cfg, check_device=check_device, job=job)
+        values = _check(cfg, check_device=check_device, job=job)
         if error := _local_gpu_error(config, cfg):
             fail([error], job)
-        own = _Cell(cfg, seed_only=not _refers_to(cfg, SEED_KEY))
+        own = _Cell(cfg, seed_only=not _refers_to(cfg, SEED_KEY), values=values)
         if (OmegaConf.select(cfg, "seeds_per_job", default=1) or 1) > 1 and (errors := _seeds_per_job_errors(config, own)):
             fail(errors, job)
         cells.setdefault(key, own)
@@ -538,7 +533,7 @@ def _seed_in(cell: _Cell | None, seed_override: str | None) -> int | None:
 def _refers_to(cfg: DictConfig, key: str) -> bool:
     """Whether an interpolation in the job's config (not ``hydra``) may read ``key`` (conservative:
     any one that names it)."""
-    stack: list[Any] = [_as_written(cfg)]
+    stack: list[Any] = [OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
