@@ -24,7 +24,7 @@ from rlsweep.records import (
     walk_records,
     write_result,
 )
-from rlsweep.signals import skip_final_gc_at_exit
+from rlsweep.signals import collection_deferred, skip_final_gc_at_exit
 
 if TYPE_CHECKING:
     from rlsweep.hydra_callbacks import SweepSession
@@ -49,7 +49,8 @@ def train_entry() -> Iterator[None]:
     - SIGTERM outside a training loop stops like Ctrl-C (inside one, the loop checkpoints first).
     - After a multirun, also one whose jobs failed or were interrupted: the comparison report.
     - Ctrl-C / SIGTERM ends with one line that says how to continue, exit status 128 + signal.
-    - The process's exit skips the last garbage collection (:func:`skip_final_gc_at_exit`).
+    - The process's exit skips the last garbage collection (:func:`skip_final_gc_at_exit`); a run's process
+      collects none until its training begins (:func:`rlsweep.signals.collection_deferred`).
     """
     from rlsweep import folder_lock
     from rlsweep.hydra_callbacks import command_session, debug_enabled, fail, hydra_errors_as_bad_input
@@ -63,7 +64,8 @@ def train_entry() -> Iterator[None]:
     sys.argv[1:] = own_nodes(multirun_flag_first(sys.argv[1:]))
     if problems := group_value_errors(sys.argv[1:]):
         fail(problems, title="invalid command line")
-    with command_session() as session:
+    one_run = sys.argv[1:2] not in (["-m"], ["--multirun"])
+    with command_session() as session, collection_deferred() if one_run else contextlib.nullcontext():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             with finish_sweep(session), hydra_errors_as_bad_input():

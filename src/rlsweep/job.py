@@ -163,8 +163,10 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         write_result(seat.out_dir, scrub({**seat.record, "status": STATUS_RUNNING, "error": RUNNING_ERROR}, secrets))
     before = {"start_s": started, "write_s": round(time.perf_counter() - t0, 4)}
     # what earlier jobs of this process left (the basic launcher runs a sweep's jobs in one process, on a
-    # heap it froze) is collected before the clock starts, not by a collection landing inside whichever job is next
-    gc.collect()
+    # heap it froze) is collected before the clock starts, not by a collection landing inside whichever job is
+    # next; where collection is off until training begins (signals.collection_deferred), no job ran before
+    if gc.isenabled():
+        gc.collect()
     start = time.perf_counter()
     failed = True
     try:

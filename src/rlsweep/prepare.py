@@ -32,6 +32,7 @@ from rlsweep import records
 from rlsweep.launchers import run_limited
 from rlsweep.records import override_key, read_json, write_json_atomic
 from rlsweep.results import utc_now
+from rlsweep.signals import collection_deferred
 
 if TYPE_CHECKING:
     from rlsweep.config import TrainConfig
@@ -176,8 +177,9 @@ def cold_run(cfg: TrainConfig) -> dict[str, Any]:
     try:
         if (shared / VEC_ISA_DIR).is_dir():
             shutil.copytree(shared / VEC_ISA_DIR, private / VEC_ISA_DIR)
-        entry = run_until_warm(dataclasses.replace(cfg, compile=dataclasses.replace(cfg.compile,
-                                                                                   cache_dir=str(private))))
+        with collection_deferred():  # as in a job's own process
+            entry = run_until_warm(dataclasses.replace(cfg, compile=dataclasses.replace(cfg.compile,
+                                                                                       cache_dir=str(private))))
         # what the jobs' warm compile will look up (the vector-ISA verdicts were copied in, not built)
         entry["files"] = [f for f in _cache_files(private) if Path(f).parts[0] != VEC_ISA_DIR]
         entry["merged_files"] = merge_cache(private, shared)

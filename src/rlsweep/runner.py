@@ -28,7 +28,7 @@ from rlsweep.compile_stats import CompileStats
 from rlsweep.config import ConfigError, TrainConfig
 from rlsweep.envs import evaluate, make_envs
 from rlsweep.seeds import run_as_seed
-from rlsweep.signals import StopSignals
+from rlsweep.signals import StopSignals, resume_collection
 from rlsweep.timing import PhaseTimer
 from rlsweep.toggles import applied_toggles
 
@@ -163,6 +163,7 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], on_iteration: Sequence[I
             fixed["setup_s"] = time.perf_counter() - t_start - fixed["envs_s"]
             if before_loop is not None:
                 before_loop()
+            resume_collection()
             stop.install()
             log.info("training %s on %s: %d env steps%s, device %s", cfg.algo.name, cfg.env.id, cfg.total_env_steps,
                      f" for each of {len(seeds)} seeds together" if len(seeds) > 1 else "", device)

@@ -3,14 +3,20 @@
 Signal handlers only set a flag, which the training loop checks after every iteration: it writes the
 checkpoint, then hands submitit's SIGUSR2 to submitit (a requeue) or raises :class:`Interrupted`.
 Outside Slurm, SIGINT and SIGTERM stop the job so too; a second Ctrl-C stops at once.
+
+Also the rest of a job process's life cycle that is not training: its garbage collector at start-up,
+between a sweep's jobs and at exit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -112,6 +118,56 @@ def skip_final_gc_at_exit() -> None:
     (``gc.freeze``): the other atexit callbacks still run; only finalizers of unreachable cycles do
     not, which Python does not promise at exit either and rlsweep does not rely on."""
     import atexit
-    import gc
 
     atexit.register(gc.freeze)
+
+
+#: collection_deferred's state: "deferred" (the collector off, training not begun), "frozen" (resumed on a frozen heap)
+_DEFERRAL = [""]
+
+
+@contextlib.contextmanager
+def collection_deferred() -> Iterator[None]:
+    """Around the job of a process rlsweep started (a run's command, a launcher's job process, a cold run):
+    no cyclic garbage collection until training begins (:func:`resume_collection`); as before after the block.
+    Start-up's heap (imports, one composition, the set-up, dynamo) lives as long as the job: collecting over
+    it found a few MB and cost ~10% of a warm PPO process (docs/results/sweep_cost.md). Not where a sweep
+    launches: its pre-flight and preparation compose every cell (~1.3 MB of cycles each)."""
+    if not gc.isenabled():  # the caller's choice
+        yield
+        return
+    gc.disable()
+    _DEFERRAL[0] = "deferred"
+    try:
+        yield
+    finally:
+        if _DEFERRAL[0] == "deferred":
+            gc.enable()
+        elif _DEFERRAL[0] == "frozen":
+            gc.unfreeze()
+        _DEFERRAL[0] = ""
+
+
+def resume_collection() -> None:
+    """Where training begins, inside :func:`collection_deferred`: start-up's heap frozen (out of every later
+    collection's way) until the block ends, collection back on."""
+    if _DEFERRAL[0] == "deferred":
+        _DEFERRAL[0] = "frozen"
+        gc.freeze()
+        gc.enable()
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Around the jobs a sweep runs in its launching process (the basic launcher): its heap (~0.5 M objects
+    once torch, inductor and W&B are loaded) frozen after one last collection, so the collection each job makes
+    before its clock (:func:`rlsweep.job.train_job`) takes milliseconds, not ~0.25 s; unfrozen after."""
+    if gc.get_freeze_count():  # frozen by someone else: theirs to undo
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -9,11 +9,9 @@ heavy imports stay inside ``launch``. (No ``from __future__ import annotations``
 runs the module before it is in ``sys.modules``, where ``dataclass`` would look them up.)
 """
 
-import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -28,7 +26,7 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, LocalQue
 from omegaconf import OmegaConf, open_dict
 
 from rlsweep.records import STATUS_INTERRUPTED, STATUS_OK, is_basic_sweeper, last_line, read_record
-from rlsweep.signals import STOP_MARKER
+from rlsweep.signals import STOP_MARKER, collection_deferred, frozen_heap
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +193,12 @@ class _SeedMajorLaunch:
             return [JobReturn(overrides=o, status=JobStatus.COMPLETED) for o in overrides]
         return _returns(sweep, led)
 
+    def __call__(self, *args: Any) -> Any:
+        """In a job's process (submitit calls the launcher there): no garbage collection until training
+        begins (:func:`rlsweep.signals.collection_deferred`)."""
+        with collection_deferred():
+            return super().__call__(*args)  # type: ignore[misc] - the executor's launcher (submitit's)
+
     def _prepare(self, sweep: _Sweep, cell_configs: list) -> None:
         raise NotImplementedError
 
@@ -302,26 +306,6 @@ class LocalLauncher(_SeedMajorLaunch, submitit_launcher.LocalLauncher):
         return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
 
 
-@contextlib.contextmanager
-def _heap_frozen() -> Iterator[None]:
-    """The heap as it is now (the imports, the preparation: ~0.5 M objects once torch, inductor and W&B are
-    loaded) kept out of the garbage collector's way while this process runs the sweep's jobs, after one last
-    collection. Each job collects what earlier jobs left before its clock starts (:func:`rlsweep.job.train_job`);
-    over the whole heap that is ~0.25 s a job, over what the sweep's jobs made since, a few milliseconds.
-    Nothing is kept longer: the heap is collectable again when the jobs are done."""
-    import gc
-
-    if gc.get_freeze_count():  # frozen by someone else: theirs to undo
-        yield
-        return
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def _submit_ignoring_sigint(executor: Any, *args: Any) -> Any:
     """``executor.submit(*args)`` with the job's processes starting with SIGINT ignored: a Ctrl-C in the
     terminal would make submitit's controller kill its job before the checkpoint (the job handles SIGINT)."""
@@ -378,7 +362,7 @@ class BasicLauncher(_SeedMajorLaunch, basic_launcher.BasicLauncher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         log.info(f"Launching {len(sweep.overrides)} jobs locally, seed-major order")
         runs: dict[int, JobReturn] = {}
-        with _heap_frozen():
+        with frozen_heap():
             for i in order:
                 idx = sweep.first_idx + i
                 log.info(f"\t#{idx} : {' '.join(filter_overrides(sweep.overrides[i]))}")
