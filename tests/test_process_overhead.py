@@ -93,11 +93,13 @@ def test_the_last_collection_is_skipped_at_exit_only() -> None:
     assert out["FROZEN"] == "True"
 
 
-def test_a_sweeps_jobs_in_one_process_run_on_a_frozen_heap_that_is_collectable_again_after(tmp_path: Path) -> None:
+@pytest.mark.parametrize("multirun", ["-m", "hydra.mode=MULTIRUN"])
+def test_a_sweeps_jobs_in_one_process_run_on_a_frozen_heap_that_is_collectable_again_after(tmp_path: Path,
+                                                                                         multirun: str) -> None:
     # the basic launcher runs a sweep's jobs in its own process: what the imports and the preparation left
     # is frozen while they run, so the collection each job makes before its clock starts scans only what
     # the jobs made (not ~0.5 M objects, ~0.25 s a job); once they are done the heap is collectable again
-    args = ["-m", "experiment=smoke", "logger.mode=disabled", "progress=false", "backend.num_threads=1",
+    args = [multirun, "experiment=smoke", "logger.mode=disabled", "progress=false", "backend.num_threads=1",
             "total_env_steps=256", "eval_episodes=0", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     code = ("import gc, runpy, sys\n"
             "import rlsweep.runner as runner\n"

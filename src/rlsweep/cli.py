@@ -64,7 +64,7 @@ def train_entry() -> Iterator[None]:
     sys.argv[1:] = own_nodes(multirun_flag_first(sys.argv[1:]))
     if problems := group_value_errors(sys.argv[1:]):
         fail(problems, title="invalid command line")
-    one_run = sys.argv[1:2] not in (["-m"], ["--multirun"])
+    one_run = sys.argv[1:2] not in (["-m"], ["--multirun"]) and "hydra.mode=MULTIRUN" not in sys.argv
     with command_session() as session, collection_deferred() if one_run else contextlib.nullcontext():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
