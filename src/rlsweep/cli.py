@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: how often the launching process looks at jobs that are still running, in seconds
 _POLL_S = 0.5
+#: Hydra's flags for a sweep (``hydra.mode=MULTIRUN`` is its override for one)
+MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -64,7 +66,7 @@ def train_entry() -> Iterator[None]:
     sys.argv[1:] = own_nodes(multirun_flag_first(sys.argv[1:]))
     if problems := group_value_errors(sys.argv[1:]):
         fail(problems, title="invalid command line")
-    one_run = sys.argv[1:2] not in (["-m"], ["--multirun"]) and "hydra.mode=MULTIRUN" not in sys.argv
+    one_run = not {*MULTIRUN_FLAGS, "hydra.mode=MULTIRUN"} & set(sys.argv[1:])
     with command_session() as session, collection_deferred() if one_run else contextlib.nullcontext():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
@@ -92,10 +94,10 @@ def train_entry() -> Iterator[None]:
 def multirun_flag_first(args: list[str]) -> list[str]:
     """``-m``/``--multirun`` moved before the overrides, wherever it was typed (Hydra's parser takes the
     overrides as one run of positional arguments: ``algo=td3 -m compile=none`` ends in "unrecognized arguments")."""
-    flags = [a for a in args if a in ("-m", "--multirun")]
+    flags = [a for a in args if a in MULTIRUN_FLAGS]
     if not flags or "--" in args:
         return args
-    return [flags[0], *(a for a in args if a not in ("-m", "--multirun"))]
+    return [flags[0], *(a for a in args if a not in MULTIRUN_FLAGS)]
 
 
 def _config_dirs(args: list[str]) -> list[Path]:
