@@ -217,3 +217,51 @@ def test_a_compile_outside_every_wrapped_function_is_not_credited_to_the_last_on
     stats.uninstall()
     assert functions["update"]["compilations"] == 1
     assert functions["<other>"]["compilations"] == 1
+
+
+def _compiled_only(x: torch.Tensor) -> torch.Tensor:
+    """x + 1 where dynamo compiled it, x where it runs as written: tells dynamo's code from the function's."""
+    return x + (1 if torch.compiler.is_compiling() else 0)
+
+
+class _Twice:
+    def __init__(self) -> None:
+        self.scale = 2.0
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        return _compiled_only(x) * self.scale
+
+
+def test_calling_directly_runs_dynamos_code_without_dynamo_until_the_block_ends() -> None:
+    """In ``calling_directly`` a function compiled once and whole runs the code dynamo made of it (a function
+    and a bound method alike), counted as direct calls; after the block its calls go through dynamo again."""
+    stats = CompileStats()
+    plain = stats.wrap(torch.compile(_compiled_only, backend="eager", dynamic=False), "act")
+    method = stats.wrap(torch.compile(_Twice().apply, backend="eager", dynamic=False), "update")
+    x = torch.ones(3)
+    assert torch.equal(plain(x), x + 1) and torch.equal(method(x), (x + 1) * 2)
+    with stats.calling_directly():
+        for _ in range(3):
+            assert torch.equal(plain(x), x + 1) and torch.equal(method(x), (x + 1) * 2)
+    plain(x), method(x)
+    summary = stats.summary("default")["per_function"]
+    stats.uninstall()
+    assert summary["act"]["direct_calls"] == 3 and summary["update"]["direct_calls"] == 3
+    assert summary["act"]["compilations"] == 1 and summary["update"]["compilations"] == 1
+
+
+def test_a_function_compiled_twice_or_with_a_graph_break_keeps_dynamos_path() -> None:
+    """Two cache entries (two shapes) need dynamo to pick one; a graph break's resumed part needs dynamo
+    to run compiled: neither is called directly, and both keep giving the compiled results."""
+    stats = CompileStats()
+    shapes = stats.wrap(torch.compile(_compiled_only, backend="eager", dynamic=False), "act")
+    broken = stats.wrap(torch.compile(step, backend="eager", dynamic=False), "update")
+    small, large = torch.ones(3), torch.ones(5)
+    shapes(small), shapes(large), broken(small)
+    with stats.calling_directly():
+        assert torch.equal(shapes(small), small + 1) and torch.equal(shapes(large), large + 1)
+        assert torch.equal(broken(small), small * 2 + 1)
+    summary = stats.summary("default")["per_function"]
+    stats.uninstall()
+    assert summary["act"]["compilations"] == 2 and summary["update"]["graph_breaks"] == 1
+    assert summary["act"]["direct_calls"] == 0 and summary["update"]["direct_calls"] == 0

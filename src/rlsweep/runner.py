@@ -244,6 +244,7 @@ def _loop(cfg: TrainConfig, algo: Algorithm, timer: PhaseTimer, states: list[Loo
             if recording and skip_guards and compile_stats.all_compiled():
                 skip_guards = False  # once
                 stance.enter_context(torch.compiler.set_stance("default", skip_guard_eval_unsafe=True))
+                stance.enter_context(compile_stats.calling_directly())
             updates_before = algo.updates
             t0 = time.perf_counter()
             metrics = algo.iteration()

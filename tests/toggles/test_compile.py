@@ -65,7 +65,8 @@ def test_cpp_wrapper_matches_eager(algo: str) -> None:
 @pytest.mark.parametrize("algo", BUILTIN)
 def test_guards_are_skipped_in_the_steady_iterations_only(algo: str) -> None:
     """compile.skip_guards_after_warmup=true: warm-up iterations check dynamo's guards (and compile),
-    steady ones skip them; the stance is restored after training and the numbers match eager."""
+    steady ones skip them and dynamo's frame hook; the stance is restored after training and the numbers
+    match eager."""
     import torch._dynamo.eval_frame as eval_frame
 
     seen = []
@@ -80,6 +81,8 @@ def test_guards_are_skipped_in_the_steady_iterations_only(algo: str) -> None:
     assert all(steady for steady, skipped in seen if skipped), seen
     assert eval_frame._stance.skip_guard_eval_unsafe is False
     assert out.compile["recompiles"] == 0 and out.compile["graph_breaks"] == 0
+    # and there, each compiled function ran dynamo's code for it directly, without dynamo's frame hook
+    assert all(fn["direct_calls"] > 0 for fn in out.compile["per_function"].values()), out.compile
     p0, p1 = reference_params(algo)[2], params_of(out.algo)
     for k in p0:
         torch.testing.assert_close(p1[k], p0[k], rtol=TestCompile.rtol, atol=TestCompile.atol)

@@ -42,9 +42,10 @@ class CompileConfig:
     # call per kernel (a real share of a small network's step); compiling takes longer
     cpp_wrapper: bool = False
     # UNSAFE, opt-in: once the warm-up iterations have compiled everything, dynamo stops checking
-    # its guards on each call (torch.compiler.set_stance(skip_guard_eval_unsafe=True)). Right only
-    # when nothing a guard checks changes after warm-up: shapes, dtypes, modules (true of
-    # rlsweep's algorithms); a change would then run the old graph instead of recompiling
+    # its guards on each call (torch.compiler.set_stance(skip_guard_eval_unsafe=True)), and a function
+    # compiled once and whole runs dynamo's code for it without dynamo's frame hook
+    # (CompileStats.calling_directly). Right only when nothing a guard checks changes after warm-up:
+    # shapes, dtypes, modules (true of rlsweep's algorithms); a change would then run the old graph
     skip_guards_after_warmup: bool = False
     # where inductor keeps what it compiled, so a later job reuses it. null: $TORCHINDUCTOR_CACHE_DIR
     # when the user set it before starting, else rlsweep_cache_dir(). A sweep may keep its own:
