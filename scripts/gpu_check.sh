@@ -106,7 +106,7 @@ sweep() {  # sweep NAME CAP_S OVERRIDES...: a real multirun on $DEVICE
   step "sweep_$name" "$cap" "$PYTHON" -m sweeps.train -m "device=$DEVICE" "prepare=$PREP" progress=false \
     logger.mode=disabled "hydra.sweep.dir=$DEST/sweeps/$name" "$@"
 }
-step cuda_tests 120 "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$DEST/cuda_tests.xml" tests
+step cuda_tests 140 "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$DEST/cuda_tests.xml" tests
 # seeds_per_job (docs/guide/seeds.md), as docs/results/seeds.md measured it on CPU: whole processes one
 # at a time (submitit_local, whose jobs see only their gpus_per_node GPUs), seed-major, so a cut-short
 # sweep still holds both cells' first seeds

@@ -271,3 +271,16 @@ def test_cuda_graph_modes_train_on_cuda(algo: str) -> None:
     # call (PPO's epoch statistics), which torch refused on the first GPU run of compile=reduce-overhead
     out = train(tiny_cfg(algo, "device=cuda", "compile=reduce-overhead"))
     assert out.updates > 0 and out.compile["mode"] == "reduce-overhead"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("algo", ["ppo", "dqn", "sac"])
+def test_steady_calls_on_cuda_run_the_compiled_code_directly(algo: str) -> None:
+    """On a GPU too, skipping the guards calls the compiled code directly (no CUDA graphs: compile=default),
+    and the numbers match eager."""
+    out = train(tiny_cfg(algo, "device=cuda", "compile=default", "compile.skip_guards_after_warmup=true"))
+    assert all(fn["direct_calls"] > 0 for fn in out.compile["per_function"].values()), out.compile
+    p0, p1 = reference_params(algo, "device=cuda")[2], params_of(out.algo)
+    for k in p0:
+        torch.testing.assert_close(p1[k], p0[k], rtol=TestCompile.rtol, atol=TestCompile.atol)
